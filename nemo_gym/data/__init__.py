@@ -1,0 +1,1 @@
+"""NeMo Gym data sources."""

@@ -1,0 +1,111 @@
+"""``exact_match``: string equality that ignores only what no reader can see, plus opt-in folds."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from nemo_gym.verifiers._expected import alternatives
+
+TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+_UNICODE_FORMS = ("NFC", "NFKC")
+
+# Typographic quotes and dashes folded to ASCII, invisible spaces to a space, and zero-width
+# characters dropped: a reader cannot tell these apart, so an answer must not fail on them.
+_INVISIBLE = str.maketrans(
+    {
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+        **dict.fromkeys("\u00a0\u2007\u202f", " "),
+        **dict.fromkeys("\u200b\u2060\ufeff", None),
+    }
+)
+# Numbers keep their sign, decimal point and groups under ignore_punctuation: -5 is not 5.
+_NUMBER_OR_PUNCTUATION = re.compile(r"([-+]?\d+(?:[.,]\d+)*)|([^\w\s])")
+_ARTICLE = re.compile(r"\b(?:a|an|the)\b\s*", re.IGNORECASE)
+
+
+def _strip_punctuation(text: str) -> str:
+    def keep_numbers(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return match.group(1)
+        return "" if unicodedata.category(match.group(2)).startswith("P") else match.group(2)
+
+    return _NUMBER_OR_PUNCTUATION.sub(keep_numbers, text)
+
+
+def _normalize(
+    text: str,
+    *,
+    ignore_case: bool,
+    collapse_whitespace: bool,
+    ignore_punctuation: bool,
+    remove_articles: bool,
+    unicode_form: str,
+) -> str:
+    text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE).strip()  # type: ignore[arg-type]
+    if ignore_case:
+        text = text.casefold()
+    if ignore_punctuation:
+        text = _strip_punctuation(text)
+    if remove_articles:
+        text = _ARTICLE.sub("", text)
+    if collapse_whitespace:
+        text = " ".join(text.split())
+    return text.strip()
+
+
+def _as_text(value: Any) -> Optional[str]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) else None
+
+
+def exact_match(
+    actual: Any,
+    expected: Any,
+    *,
+    ignore_case: bool = False,
+    collapse_whitespace: bool = False,
+    ignore_punctuation: bool = False,
+    remove_articles: bool = False,
+    unicode_form: str = "NFC",
+) -> bool:
+    """Whether ``actual`` equals ``expected`` (or any of a collection of alternatives).
+
+    Always: both ends stripped, Unicode ``unicode_form`` (``"NFC"``, or ``"NFKC"`` on request),
+    typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
+    spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
+    ``ignore_punctuation`` (numbers keep their sign and points: ``-5`` stays distinct from ``5``),
+    ``remove_articles`` (English a/an/the). ``actual`` is a ``str`` or an ``int``; anything else
+    is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
+    """
+    if unicode_form not in _UNICODE_FORMS:
+        raise ValueError(f"exact_match(): unicode_form must be 'NFC' or 'NFKC', got {unicode_form!r}")
+    wanted = alternatives(expected, (str, int), "exact_match", "a str or an int")
+    text = _as_text(actual)
+    if text is None:
+        return False
+
+    def normalize(value: str) -> str:
+        return _normalize(
+            value,
+            ignore_case=ignore_case,
+            collapse_whitespace=collapse_whitespace,
+            ignore_punctuation=ignore_punctuation,
+            remove_articles=remove_articles,
+            unicode_form=unicode_form,
+        )
+
+    got = normalize(text)
+    for alternative in wanted:
+        normalized = normalize(_as_text(alternative) or "")
+        if normalized and normalized == got:
+            return True
+    return False

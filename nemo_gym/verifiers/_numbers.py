@@ -1,0 +1,262 @@
+"""``parse_number`` and ``numeric_match``: exact number reading, never through bare ``float()``.
+
+Strings are parsed to ``fractions.Fraction`` so that huge integers compare exactly and ``0.1``
+means one tenth. The grammar is deliberately narrow: what it does not recognise is not a number.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+from nemo_gym.verifiers._expected import alternatives
+
+TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Tuple
+
+# An exponent beyond this is refused, not computed: 10**n for a huge n takes time and memory that
+# a hostile answer such as "1e999999999" must not be able to claim, and no real answer needs it.
+EXPONENT_CAP = 1000
+# CPython 3.11+ refuses to convert longer digit strings to int by default (quadratic-time guard);
+# the same limit on every version keeps the answer the same on every version.
+MAX_DIGITS = 4300
+
+_PERCENT_MODES = ("strict", "ignore", "either")
+_DEFAULT_REL_TOL = Fraction(1, 10**9)
+
+_FOLD = str.maketrans(
+    {
+        **{chr(0xFF10 + digit): str(digit) for digit in range(10)},
+        "\uff0e": ".",
+        "\uff0c": ",",
+        "\uff0b": "+",
+        "\uff0d": "-",
+        "\u2212": "-",
+        "\uff0f": "/",
+        "\uff05": "%",
+        "\uff04": "$",
+    }
+)
+_VULGAR = {
+    "½": Fraction(1, 2), "⅓": Fraction(1, 3), "⅔": Fraction(2, 3), "¼": Fraction(1, 4),
+    "¾": Fraction(3, 4), "⅕": Fraction(1, 5), "⅖": Fraction(2, 5), "⅗": Fraction(3, 5),
+    "⅘": Fraction(4, 5), "⅙": Fraction(1, 6), "⅚": Fraction(5, 6), "⅐": Fraction(1, 7),
+    "⅛": Fraction(1, 8), "⅜": Fraction(3, 8), "⅝": Fraction(5, 8), "⅞": Fraction(7, 8),
+    "⅑": Fraction(1, 9), "⅒": Fraction(1, 10), "↉": Fraction(0, 3),
+}  # fmt: skip
+
+# Unsigned decimals: strict thousands groups (1,234,567; never 1,5 or 0,123), an optional
+# fraction part, an optional e-exponent.
+_UNSIGNED = r"(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+"
+_DECIMAL = re.compile(rf"([+-]?)({_UNSIGNED})(?:[eE]([+-]?[0-9]+))?", re.ASCII)
+_TIMES_TEN = re.compile(
+    rf"([+-]?)({_UNSIGNED})\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{{\s*([+-]?[0-9]+)\s*\}}|([+-]?[0-9]+))",
+    re.ASCII,
+)
+_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", re.ASCII)
+_SLASH = re.compile(r"([^/]+)/([^/]+)")
+_VULGAR_MIXED = re.compile("(?:([0-9]+) ?)?([" + "".join(_VULGAR) + "])")
+# A sign, then an optional currency sign (white space may follow a currency sign, not a bare sign).
+_PREFIX = re.compile(r"([+-]?)(?:(?:\\\$|[$€£¥₹])\s*)?(.*)", re.DOTALL)
+
+# Decorations that may wrap the whole string: (opening, closing); brace-closed ones are checked
+# for balance so that "\boxed{1}+\boxed{2}" is not read as one box.
+_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
+_BRACE_WRAPPERS = ("\\boxed{", "\\fbox{", "\\text{", "\\textbf{", "\\mathrm{", "\\mathbf{")
+
+
+def _closes_at_end(text: str, start: int) -> bool:
+    """Whether the brace opened just before ``start`` closes at the last character of ``text``."""
+    depth = 1
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index == len(text) - 1
+    return False
+
+
+def _unwrap(text: str) -> Optional[str]:
+    """``text`` without one decoration wrapping all of it, or ``None`` when there is none."""
+    for opening, closing in _WRAPPERS:
+        if len(text) > len(opening) + len(closing) and text.startswith(opening) and text.endswith(closing):
+            return text[len(opening) : -len(closing)]
+    for opening in _BRACE_WRAPPERS:
+        if text.startswith(opening) and _closes_at_end(text, len(opening)):
+            return text[len(opening) : -1]
+    return None
+
+
+def _exact(mantissa: str, exponent: Optional[str]) -> Optional[Fraction]:
+    if sum(char.isdigit() for char in mantissa) > MAX_DIGITS:
+        return None
+    value = Fraction(mantissa.replace(",", ""))
+    if exponent is not None:
+        power = int(exponent)
+        if abs(power) > EXPONENT_CAP:
+            return None
+        value *= Fraction(10) ** power
+    return value
+
+
+def _plain(text: str) -> Optional[Fraction]:
+    """A signed decimal such as ``-1,234.5e-3`` (the parts of fractions and ``× 10^n``)."""
+    match = _DECIMAL.fullmatch(text)
+    if match is None:
+        return None
+    value = _exact(match.group(2), match.group(3))
+    if value is None:
+        return None
+    return -value if match.group(1) == "-" else value
+
+
+def _ratio(numerator: str, denominator: str) -> Optional[Fraction]:
+    top, bottom = _plain(numerator.strip()), _plain(denominator.strip())
+    if top is None or bottom is None or bottom == 0:
+        return None
+    return top / bottom
+
+
+def _body(text: str) -> Optional[Fraction]:
+    """The unsigned-or-signed number that remains once decorations, sign and currency are gone."""
+    match = _TIMES_TEN.fullmatch(text)
+    if match:
+        value = _exact(match.group(2), match.group(3) or match.group(4))
+        return None if value is None else (-value if match.group(1) == "-" else value)
+    match = _FRAC.fullmatch(text)
+    if match:
+        return _ratio(match.group(1), match.group(2))
+    match = _VULGAR_MIXED.fullmatch(text)
+    if match:
+        return int(match.group(1) or 0) + _VULGAR[match.group(2)]
+    match = _SLASH.fullmatch(text)
+    if match:
+        return _ratio(match.group(1), match.group(2))
+    return _plain(text)
+
+
+def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
+    """``(value, has_percent)`` for a number written as text, else ``None``."""
+    text = text.translate(_FOLD).strip()
+    percent = dot = False
+    while True:
+        inner = _unwrap(text)
+        if inner is not None:
+            text = inner.strip()
+        elif not percent and (text.endswith("\\%") or text.endswith("%")):
+            percent, text = True, text[: -2 if text.endswith("\\%") else -1].rstrip()
+        elif not dot and text.endswith(".") and not text.endswith(".."):
+            dot, text = True, text[:-1].rstrip()
+        else:
+            break
+    prefix = _PREFIX.fullmatch(text)
+    assert prefix is not None  # the pattern matches every string
+    sign, rest = prefix.groups()
+    if sign and rest.startswith(("+", "-")):
+        return None
+    value = _body(rest)
+    if value is None:
+        return None
+    return (-value if sign == "-" else value), percent
+
+
+def _parse(value: Any) -> Optional[Tuple[Fraction, bool]]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return _parse_text(value)
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator)), False
+    if isinstance(value, (float, numbers.Real, Decimal)):
+        number = value if isinstance(value, Decimal) else float(value)
+        if not math.isfinite(number):
+            return None
+        # The shortest repr of a float is the decimal its author wrote: 0.1 is one tenth.
+        return Fraction(repr(number) if isinstance(number, float) else number), False
+    return None
+
+
+def parse_number(value: Any) -> Optional[Fraction]:
+    """The exact value of a number or of a number written as text, ``None`` when it is not one.
+
+    Reads ints of any size (up to ``MAX_DIGITS`` digits in text), decimals, ``e`` exponents and
+    ``× 10^{n}`` (beyond ``EXPONENT_CAP``: not a number), a leading ``+``, the Unicode minus,
+    strict thousands groups, a leading currency sign, ``a/b``, ``\\frac{a}{b}``, vulgar fractions,
+    full-width digits, one trailing ``.``, a trailing ``%`` (dropped: ``"50%"`` is 50) and
+    decorations that wrap the whole string (``$…$``, ``\\(…\\)``, ``**…**``, ``\\boxed{…}``,
+    ``\\text{…}``). Never a number: ``bool``, ``nan``, ``inf``, words, hex, superscripts,
+    expressions, leftovers such as ``"5 apples"``.
+    """
+    parsed = _parse(value)
+    return None if parsed is None else parsed[0]
+
+
+def _tolerance(name: str, value: Any) -> Optional[Fraction]:
+    if value is None:
+        return None
+    parsed = None if isinstance(value, str) else _parse(value)
+    if parsed is None or parsed[0] < 0:
+        raise ValueError(f"numeric_match(): {name} must be a finite number >= 0, got {value!r}")
+    return parsed[0]
+
+
+def numeric_match(
+    actual: Any,
+    expected: Any,
+    *,
+    rel_tol: Optional[float] = None,
+    abs_tol: Optional[float] = None,
+    percent: str = "strict",
+) -> bool:
+    """Whether ``actual`` is numerically equal to ``expected`` (or any of a collection of them).
+
+    Both sides are numbers or text read by ``parse_number``; what does not parse is ``False``.
+    With no tolerance given, two whole numbers compare exactly and any other pair with
+    ``rel_tol=1e-9``; a given ``rel_tol``/``abs_tol`` applies to every pair. ``percent``:
+    ``"strict"`` (both sides or neither carry ``%``), ``"ignore"`` (the sign is dropped),
+    ``"either"`` (``X%`` equals ``X`` or ``X/100``).
+    """
+    if percent not in _PERCENT_MODES:
+        raise ValueError(f"numeric_match(): percent must be 'strict', 'ignore' or 'either', got {percent!r}")
+    rel, absolute = _tolerance("rel_tol", rel_tol), _tolerance("abs_tol", abs_tol)
+    wanted = alternatives(expected, (str, numbers.Number), "numeric_match", "a number or a str")
+    got = _parse(actual)
+    if got is None:
+        return False
+
+    def close(a: Fraction, b: Fraction) -> bool:
+        if rel is None and absolute is None:
+            if a.denominator == 1 and b.denominator == 1:
+                return a == b
+            return abs(a - b) <= _DEFAULT_REL_TOL * max(abs(a), abs(b))
+        return abs(a - b) <= max((rel or 0) * max(abs(a), abs(b)), absolute or 0)
+
+    for alternative in wanted:
+        other = _parse(alternative)
+        if other is not None and _percent_pairs_match(got, other, percent, close):
+            return True
+    return False
+
+
+def _percent_pairs_match(
+    got: Tuple[Fraction, bool],
+    other: Tuple[Fraction, bool],
+    percent: str,
+    close: Callable[[Fraction, Fraction], bool],
+) -> bool:
+    (a, a_percent), (b, b_percent) = got, other
+    if a_percent == b_percent or percent == "ignore":
+        return close(a, b)
+    if percent == "strict":
+        return False
+    # "either": the side with % may mean X or X/100.
+    if a_percent:
+        return close(a, b) or close(a / 100, b)
+    return close(a, b) or close(a, b / 100)

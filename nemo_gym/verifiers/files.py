@@ -1,0 +1,115 @@
+"""Read the agent's files, only inside the workspace, without trusting anything the agent made.
+
+A missing file, a directory, a FIFO, a socket, a device, a symlink leading out of the workspace and
+invalid UTF-8 all read as "no answer" (``None``/``False``): the agent's mistakes score 0. A ``path``
+that is absolute or climbs out with ``..`` is the author's bug and raises ``ValueError``.
+
+Agent processes may still run beside the verifier, so the checked path is opened one component at a
+time with ``O_NOFOLLOW``: a file swapped for a symlink after the check reads as missing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
+if TYPE_CHECKING:
+    from typing import List, Optional, Union
+
+    StrPath = Union[str, "os.PathLike[str]"]
+
+_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+# O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
+_FILE_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _relative_parts(path: StrPath, function: str) -> List[str]:
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"{function}(): path must be a str or a path, got {type(path).__name__}")
+    if not text or os.path.isabs(text) or text.startswith(("/", "\\")):
+        raise ValueError(f"{function}(): path must be relative to the workspace, got {text!r}")
+    parts = [part for part in text.replace("\\", "/").split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"{function}(): path must not climb out of the workspace with '..', got {text!r}")
+    return parts
+
+
+def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
+    """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
+    _relative_parts(path, function)
+    root = os.path.realpath(os.fspath(workspace))
+    target = os.path.realpath(os.path.join(root, os.fspath(path)))
+    if os.path.commonpath([root, target]) != root or target == root:
+        return None
+    parts = os.path.relpath(target, root).split(os.sep)
+    try:
+        directory = os.open(root, _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
+            os.close(directory)
+            directory = child
+        descriptor = os.open(parts[-1], _FILE_FLAGS, dir_fd=directory)
+    except OSError:
+        return None
+    finally:
+        os.close(directory)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
+def read_text(workspace: StrPath, path: StrPath, *, strip_trailing_newline: bool = True) -> Optional[str]:
+    """The UTF-8 text of the regular file ``path`` inside ``workspace``; ``None`` when unreadable.
+
+    One trailing ``\\n`` or ``\\r\\n`` is dropped unless ``strip_trailing_newline=False``; nothing
+    else is changed (no newline translation, no stripping).
+    """
+    descriptor = _open_regular(workspace, path, "read_text")
+    if descriptor is None:
+        return None
+    with open(descriptor, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return _strip_newline(text) if strip_trailing_newline else text
+
+
+def _strip_newline(text: str) -> str:
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
+
+
+def file_exists(workspace: StrPath, path: StrPath) -> bool:
+    """Whether ``path`` is a regular file inside ``workspace`` (a symlink to one inside counts)."""
+    descriptor = _open_regular(workspace, path, "file_exists")
+    if descriptor is None:
+        return False
+    os.close(descriptor)
+    return True
+
+
+def text_file_equals(
+    workspace: StrPath, path: StrPath, expected: str, *, strip_trailing_newline: bool = True
+) -> bool:
+    """Whether the file's text equals ``expected`` exactly (``read_text`` semantics).
+
+    With ``strip_trailing_newline``, one trailing newline is dropped from ``expected`` too, so
+    ``"42\\n"`` and ``"42"`` are the same expectation.
+    """
+    if not isinstance(expected, str):
+        raise TypeError(f"text_file_equals(): expected must be a str, got {type(expected).__name__}")
+    text = read_text(workspace, path, strip_trailing_newline=strip_trailing_newline)
+    if strip_trailing_newline:
+        expected = _strip_newline(expected)
+    return text is not None and text == expected

@@ -1,0 +1,66 @@
+"""Test matrix: ``nox`` runs the suite on Python 3.8-3.13, the container tests, lint and types.
+
+Interpreters are taken from pyenv's builds when present (this machine kind has all six); a missing
+one fails the run rather than skipping, so CI cannot go green on part of the matrix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+
+nox.options.sessions = ["tests", "lint", "types"]
+nox.options.error_on_missing_interpreters = True
+nox.options.reuse_existing_virtualenvs = True
+# The stdlib venv: virtualenv no longer seeds pip for Python 3.8.
+nox.options.default_venv_backend = "venv"
+
+
+def _put_pyenv_builds_on_path() -> None:
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    folders = [
+        str(path.parent)
+        for version in PYTHONS
+        for path in sorted(root.glob(f"versions/{version}.*/bin/python{version}"))[-1:]
+    ]
+    os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
+
+
+_put_pyenv_builds_on_path()
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The suite, against a real (non-editable) install: the wheel, not the checkout, is tested."""
+    session.install(".[test]")
+    session.run("pytest", "-m", "not docker", *session.posargs)
+
+
+@nox.session(python="3.12")
+def containers(session: nox.Session) -> None:
+    """The shim and the host side in real containers, one image per Python 3.8-3.13 and the odd ones."""
+    session.install(".[test]")
+    session.run(
+        "pytest",
+        "-m",
+        "docker",
+        *session.posargs,
+        env={"NEMO_GYM_REQUIRE_DOCKER": os.environ.get("NEMO_GYM_REQUIRE_DOCKER", "")},
+    )
+
+
+@nox.session(python="3.12")
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.12")
+def types(session: nox.Session) -> None:
+    session.install("mypy", "types-PyYAML", ".")
+    session.run("mypy")

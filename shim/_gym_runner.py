@@ -1,0 +1,291 @@
+"""The runner: imports ``verify`` from verifier.py, calls it, and writes ``reward.json``.
+
+Contract (SPEC section 4): ``verify`` declares any of ``workspace`` (the working directory, a
+``pathlib.Path``), ``task_data`` (task_data.json, ``{}`` without it), ``response`` (response.json,
+supplied only when that file exists) and ``state`` (``{"workspace": Path}``); it gets those it
+declares, and ``**kwargs`` gets every other supplied one. Its result, awaited when awaitable, must
+be a finite number or a dict of finite numbers with a ``reward`` key or exactly one key. Success
+writes ``reward.json`` atomically and exits 0; any failure prints why and exits 1 with no reward
+file, which the server scores 0 as ``harbor:missing_reward``.
+
+Start-up time is a product feature (its overhead over a bare interpreter start is benchmarked) and
+this file is compiled afresh in every sandbox, so it holds the common path alone and imports only
+what that needs; ``_gym_runner_rare`` holds the rest. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing is not imported at run time: it costs more than this module
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+    Parameter = Tuple[str, int, bool, Any]
+
+KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
+
+# Parameter kinds, numbered as inspect.Parameter numbers them.
+POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = range(5)
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
+_PLAIN_FUNCTION = type(lambda: None)
+_MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
+
+
+class VerifierError(Exception):
+    """A failure of the verifier (the task author's or the agent's), reported in one message."""
+
+    def __init__(self, message: str, error: Optional[BaseException] = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def declared_parameters(function: Any) -> List[Parameter]:
+    """The parameters ``function`` declares, as ``(name, kind, has_default, default)``.
+
+    - a plain function (no ``__wrapped__``, no ``__signature__``): read from ``__code__``, which
+      costs no import;
+    - anything else (``functools.partial``, a ``functools.wraps`` decorator, an object with
+      ``__call__``, a bound method, a builtin): ``inspect.signature``, which unwraps.
+    """
+    if (
+        type(function) is not _PLAIN_FUNCTION
+        or hasattr(function, "__wrapped__")
+        or hasattr(function, "__signature__")
+    ):
+        from _gym_runner_rare import signature_parameters
+
+        return signature_parameters(function)
+    code = function.__code__
+    count, keyword_count = code.co_argcount, code.co_kwonlyargcount
+    names, defaults = code.co_varnames, function.__defaults__ or ()
+    keyword_defaults = function.__kwdefaults__ or {}
+    first_default = count - len(defaults)
+    parameters: List[Parameter] = []
+    for index in range(count):
+        kind = POSITIONAL_ONLY if index < code.co_posonlyargcount else POSITIONAL_OR_KEYWORD
+        default = defaults[index - first_default] if index >= first_default else None
+        parameters.append((names[index], kind, index >= first_default, default))
+    for name in names[count : count + keyword_count]:
+        parameters.append((name, KEYWORD_ONLY, name in keyword_defaults, keyword_defaults.get(name)))
+    index = count + keyword_count
+    if code.co_flags & _CO_VARARGS:
+        parameters.append((names[index], VAR_POSITIONAL, False, None))
+        index += 1
+    if code.co_flags & _CO_VARKEYWORDS:
+        parameters.append((names[index], VAR_KEYWORD, False, None))
+    return parameters
+
+
+def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+    """Which supplied arguments go where: ``(positional, keywords)``.
+
+    ``positional`` holds supplied names, or a one-item tuple holding the default of a skipped
+    positional-only parameter; ``keywords`` maps parameter names to supplied names. A declared known
+    argument that is not supplied keeps its default or is an error; so is an unknown parameter
+    without a default. ``**kwargs`` gets every supplied argument not declared by name.
+    """
+    positional: List[Any] = []
+    skipped: List[Any] = []
+    keywords: Dict[str, str] = {}
+    declared = set()
+    takes_keywords = False
+    for name, kind, has_default, default in parameters:
+        if kind == VAR_POSITIONAL:
+            continue
+        if kind == VAR_KEYWORD:
+            takes_keywords = True
+            continue
+        declared.add(name)
+        if name in available:
+            if kind == POSITIONAL_ONLY:
+                positional.extend(skipped)
+                skipped = []
+                positional.append(name)
+            else:
+                keywords[name] = name
+        elif has_default:
+            if kind == POSITIONAL_ONLY:
+                skipped.append((default,))
+        elif name == "response":
+            raise VerifierError(
+                "verify requires `response`, but no response was given (response.json is absent: "
+                "only NeMo Gym's harbor server passes one); give it a default to grade without one"
+            )
+        elif name in KNOWN_ARGUMENTS:
+            raise VerifierError(f"verify requires `{name}`, which this run does not supply")
+        else:
+            raise VerifierError(
+                f"verify declares `{name}`, which the runner cannot supply: it can declare "
+                "workspace, task_data, response and state (or give it a default)"
+            )
+    if takes_keywords:
+        keywords.update((name, name) for name in available if name not in declared)
+    return positional, keywords
+
+
+def _argument(name: str, here: str) -> Any:
+    if name in ("workspace", "state"):
+        from pathlib import Path
+
+        workspace = Path(os.getcwd())
+        return workspace if name == "workspace" else {"workspace": workspace}
+    path = os.path.join(here, f"{name}.json")
+    if name == "task_data" and not os.path.exists(path):
+        return {}
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            value = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise VerifierError(f"cannot read {name}.json ({path}): {error}") from None
+    if not isinstance(value, dict):
+        raise VerifierError(f"{name}.json ({path}) must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+def load_verify(here: str) -> Callable[..., Any]:
+    """``verify`` from verifier.py in ``here``, run as module ``verifier`` (no importlib needed)."""
+    path = os.path.join(here, "verifier.py")
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except OSError as error:
+        raise VerifierError(f"cannot read verifier.py beside test.sh ({error})") from None
+    module = type(sys)("verifier")
+    module.__file__ = path
+    sys.modules["verifier"] = module  # dataclasses, pickle and friends look their module up here
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except BaseException as error:  # SystemExit and SyntaxError too: the module is the author's
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        from _gym_runner_rare import describe
+
+        raise VerifierError(f"importing verifier.py failed: {describe(error)}", error) from None
+    verify = module.__dict__.get("verify")
+    if verify is None:
+        raise VerifierError("verifier.py defines no `verify`")
+    if not callable(verify):
+        raise VerifierError(f"`verify` in verifier.py is a {type(verify).__name__}, not a callable")
+    return verify  # type: ignore[no-any-return]
+
+
+def call_verify(verify: Callable[..., Any], here: str) -> Any:
+    """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
+    available = [name for name in KNOWN_ARGUMENTS if name != "response"]
+    if os.path.exists(os.path.join(here, "response.json")):
+        available.insert(2, "response")
+    positional, keywords = plan_call(declared_parameters(verify), available)
+    names = set(keywords.values()).union(item for item in positional if isinstance(item, str))
+    values = {name: _argument(name, here) for name in names}
+    try:
+        result = verify(
+            *[values[item] if isinstance(item, str) else item[0] for item in positional],
+            **{parameter: values[name] for parameter, name in keywords.items()},
+        )
+        if hasattr(type(result), "__await__"):
+            from _gym_runner_rare import wait
+
+            result = wait(result)
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        from _gym_runner_rare import describe
+
+        raise VerifierError(f"verify raised {describe(error)}", error) from None
+    return result
+
+
+def _simple_number(value: Any) -> Optional[str]:
+    """The JSON text of a plain finite int/float/bool, else ``None`` (the rare module decides)."""
+    kind = type(value)
+    if kind is float:
+        return repr(value) if value - value == 0 else None  # NaN and infinities fail x - x == 0
+    if kind is int and -(2**1023) < value < 2**1023:  # an int a float can hold
+        return str(value)
+    return str(int(value)) if kind is bool else None
+
+
+def reward_json(result: Any) -> str:
+    """The text of ``reward.json`` for ``verify``'s result; ``VerifierError`` when it is not valid."""
+    number = _simple_number(result)
+    if number is not None:
+        return '{"reward": ' + number + "}"
+    if type(result) is dict and result and ("reward" in result or len(result) == 1):
+        items = []
+        for key, value in result.items():
+            number = _simple_number(value)
+            simple_key = (
+                type(key) is str
+                and key.isascii()
+                and key.isprintable()
+                and '"' not in key
+                and "\\" not in key
+            )
+            if number is None or not simple_key:
+                break
+            items.append(f'"{key}": {number}')
+        else:
+            return "{" + ", ".join(items) + "}"
+    from _gym_runner_rare import json_text, rewards_from_result
+
+    return json_text(rewards_from_result(result))
+
+
+def write_reward(logs_dir: str, text: str) -> None:
+    """Writes ``reward.json`` atomically (a temporary file in the same folder, then a rename)."""
+    os.makedirs(logs_dir, exist_ok=True)
+    temporary = os.path.join(logs_dir, f".reward.json.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(temporary, flags, 0o644)
+    except FileExistsError:  # a leftover (or planted) file of that name
+        os.unlink(temporary)
+        descriptor = os.open(temporary, flags, 0o644)
+    with open(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+    os.replace(temporary, os.path.join(logs_dir, "reward.json"))
+
+
+def _forget_planted_rewards(logs_dir: str) -> None:
+    # NeMo Gym's server empties the folder first; stock Harbor does not, so a reward the agent
+    # planted would stand whenever verify fails. A failed run must read as "no reward" under both.
+    for name in ("reward.json", "reward.txt"):
+        try:
+            os.unlink(os.path.join(logs_dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def _drop_working_directory(here: str) -> None:
+    # An empty PYTHONPATH entry or "." would let a module planted in the workspace shadow the
+    # standard library or the SDK. The shim's own folder stays first.
+    cwd = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
+
+
+def main(here: str) -> int:
+    """Runs the verifier of the shim in ``here``; returns the process's exit status."""
+    try:
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        pass
+    _drop_working_directory(here)
+    logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
+    try:
+        _forget_planted_rewards(logs_dir)
+        text = reward_json(call_verify(load_verify(here), here))
+        write_reward(logs_dir, text)
+    except VerifierError as error:
+        from _gym_runner_rare import print_error
+
+        print_error(error)
+        return 1
+    except OSError as error:
+        print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{_MISSING_REWARD}")
+        return 1
+    print(f"reward.json: {text}")
+    return 0

@@ -1,0 +1,83 @@
+"""exact_match: exact by default, folding only what no reader can see; opt-in folds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nemo_gym.verifiers import exact_match
+
+CASES = [
+    ("Paris", "Paris", {}, True),
+    ("  Paris\n", "Paris", {}, True),  # both ends stripped
+    ("paris", "Paris", {}, False),  # case matters by default
+    ("paris", "Paris", {"ignore_case": True}, True),
+    ("STRASSE", "straße", {"ignore_case": True}, True),  # casefold, not lower
+    ("Paris.", "Paris", {}, False),
+    ("Paris.", "Paris", {"ignore_punctuation": True}, True),
+    ("-5", "5", {"ignore_punctuation": True}, False),  # numbers keep their sign
+    ("3.14", "314", {"ignore_punctuation": True}, False),  # and their decimal point
+    ("3.14.", "3.14", {"ignore_punctuation": True}, True),
+    ("e.g. this", "eg this", {"ignore_punctuation": True}, True),
+    ("new  york", "new york", {}, False),
+    ("new  york", "new york", {"collapse_whitespace": True}, True),
+    ("new\t\nyork", "new york", {"collapse_whitespace": True}, True),
+    ("the Eiffel Tower", "Eiffel Tower", {}, False),
+    ("the Eiffel Tower", "Eiffel Tower", {"remove_articles": True}, True),
+    ("An apple", "apple", {"remove_articles": True}, True),
+    ("theory", "ory", {"remove_articles": True}, False),  # whole words only
+    ("\u2018quoted\u2019", "'quoted'", {}, True),  # typographic quotes
+    ("\u201cquoted\u201d", '"quoted"', {}, True),
+    ("1\u20132", "1-2", {}, True),  # en dash
+    ("a\u2014b", "a-b", {}, True),  # em dash
+    ("a\u00a0b", "a b", {}, True),  # non-breaking space
+    ("ab\u200b", "ab", {}, True),  # zero-width space
+    ("e\u0301", "\u00e9", {}, True),  # NFC
+    ("\ufb01", "fi", {}, False),  # a ligature differs under NFC...
+    ("\ufb01", "fi", {"unicode_form": "NFKC"}, True),  # ...and matches under NFKC
+    ("42", 42, {}, True),  # an int expected is its decimal text
+    (42, "42", {}, True),  # an int actual too
+    (True, "True", {}, False),  # bool is not an answer
+    (None, "None", {}, False),
+    (4.0, "4.0", {}, False),
+    (["a"], "a", {}, False),
+    ("b", ["a", "b"], {}, True),  # any alternative
+    ("c", ("a", "b"), {}, False),
+    ("", "", {}, False),  # an empty alternative never matches
+    ("   ", "", {}, False),
+    ("the", "a", {"remove_articles": True}, False),  # normalises to "" on both sides
+    ("...", "!", {"ignore_punctuation": True}, False),
+    ("Paris, France", "Paris", {}, False),  # no substring semantics
+    ("Par", "Paris", {}, False),  # no prefix semantics
+]
+
+
+@pytest.mark.parametrize("actual, expected, options, result", CASES)
+def test_exact_match(actual, expected, options, result):
+    assert exact_match(actual, expected, **options) is result
+
+
+@pytest.mark.parametrize("expected", [None, 4.5, True, {"a": 1}, [], ["a", None]])
+def test_bad_expected_is_the_authors_bug(expected):
+    with pytest.raises((TypeError, ValueError), match="exact_match"):
+        exact_match("a", expected)
+
+
+def test_bad_unicode_form_raises():
+    with pytest.raises(ValueError, match="unicode_form"):
+        exact_match("a", "a", unicode_form="NFD")
+
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))
+
+
+@given(st.text().filter(lambda text: text.translate(_ZERO_WIDTH).strip()))
+def test_a_visible_string_matches_itself_and_not_a_longer_one(text):
+    assert exact_match(text, text)
+    assert not exact_match(text + "x", text)
+
+
+@given(st.text(), st.text())
+def test_never_raises(actual, expected):
+    exact_match(actual, expected, ignore_case=True, ignore_punctuation=True, remove_articles=True)

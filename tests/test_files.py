@@ -1,0 +1,120 @@
+"""nemo_gym.verifiers.files against hostile workspaces: nothing outside, nothing that blocks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from nemo_gym.verifiers.files import file_exists, read_text, text_file_equals
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    (root / "sub").mkdir(parents=True)
+    (root / "answer.txt").write_text("42\n")
+    (root / "sub" / "nested.txt").write_text("nested")
+    (root / "crlf.txt").write_bytes(b"42\r\n")
+    (root / "two-newlines.txt").write_bytes(b"42\n\n")
+    (root / "inner-crlf.txt").write_bytes(b"a\r\nb\r\n")
+    (root / "bad-utf8.txt").write_bytes(b"\xff\xfe4")
+    (root / "empty.txt").write_bytes(b"")
+    (tmp_path / "secret.txt").write_text("outside")
+    (root / "link-out").symlink_to(tmp_path / "secret.txt")
+    (root / "link-abs").symlink_to("/etc/passwd")
+    (root / "dir-out").symlink_to(tmp_path)
+    (root / "link-in").symlink_to("answer.txt")
+    (root / "sub" / "link-up").symlink_to("../answer.txt")
+    (root / "zero").symlink_to("/dev/zero")
+    (root / "null").symlink_to("/dev/null")
+    (root / "dangling").symlink_to("missing.txt")
+    os.mkfifo(root / "fifo")
+    return root
+
+
+READS = [
+    ("answer.txt", "42"),
+    ("sub/nested.txt", "nested"),
+    ("./answer.txt", "42"),
+    ("sub//nested.txt", "nested"),
+    ("crlf.txt", "42"),
+    ("two-newlines.txt", "42\n"),  # only one newline is dropped
+    ("inner-crlf.txt", "a\r\nb"),  # no newline translation
+    ("empty.txt", ""),
+    ("link-in", "42"),  # a symlink that stays inside is followed
+    ("sub/link-up", "42"),
+    ("bad-utf8.txt", None),
+    ("link-out", None),
+    ("link-abs", None),
+    ("dir-out/secret.txt", None),
+    ("zero", None),  # /dev/zero behind a symlink: never read
+    ("null", None),
+    ("fifo", None),  # a FIFO: must not block
+    ("sub", None),  # a directory
+    ("dangling", None),
+    ("missing.txt", None),
+    ("answer.txt/x", None),
+]
+
+
+@pytest.mark.parametrize("path, expected", READS)
+def test_read_text(workspace, path, expected):
+    assert read_text(workspace, path) == expected
+    assert read_text(str(workspace), Path(path)) == expected
+    assert file_exists(workspace, path) is (expected is not None or path == "bad-utf8.txt")
+
+
+def test_keep_trailing_newline(workspace):
+    assert read_text(workspace, "answer.txt", strip_trailing_newline=False) == "42\n"
+    assert read_text(workspace, "crlf.txt", strip_trailing_newline=False) == "42\r\n"
+
+
+def test_a_socket_is_not_a_file(workspace, tmp_path):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    os.chdir(workspace)  # AF_UNIX paths are short: bind by a relative name
+    try:
+        server.bind("sock")
+        assert read_text(workspace, "sock") is None
+        assert not file_exists(workspace, "sock")
+    finally:
+        server.close()
+        os.chdir(tmp_path)
+
+
+def test_a_fifo_never_blocks(workspace):
+    results = []
+    thread = threading.Thread(target=lambda: results.append(read_text(workspace, "fifo")), daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert results == [None], "read_text blocked on a FIFO"
+
+
+def test_a_workspace_that_is_a_symlink_is_followed(workspace, tmp_path):
+    (tmp_path / "alias").symlink_to(workspace)
+    assert read_text(tmp_path / "alias", "answer.txt") == "42"
+    assert read_text(tmp_path / "alias", "link-out") is None
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "../secret.txt", "sub/../../secret.txt", "a/../answer.txt", "", "/"]
+)
+def test_absolute_and_climbing_paths_are_the_authors_bug(workspace, path):
+    for function in (read_text, file_exists):
+        with pytest.raises(ValueError, match=function.__name__):
+            function(workspace, path)
+
+
+def test_text_file_equals(workspace):
+    assert text_file_equals(workspace, "answer.txt", "42")
+    assert text_file_equals(workspace, "answer.txt", "42\n")
+    assert text_file_equals(workspace, "answer.txt", "42\n", strip_trailing_newline=False)
+    assert not text_file_equals(workspace, "answer.txt", "42", strip_trailing_newline=False)
+    assert not text_file_equals(workspace, "answer.txt", "43")
+    assert not text_file_equals(workspace, "link-out", "outside")
+    assert not text_file_equals(workspace, "missing.txt", "")
+    with pytest.raises(TypeError, match="text_file_equals"):
+        text_file_equals(workspace, "answer.txt", 42)  # type: ignore[arg-type]

@@ -1,0 +1,164 @@
+"""parse_number and numeric_match: the exact parser, its hard cases and the match rules."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nemo_gym.verifiers import numeric_match, parse_number
+
+PARSED = [
+    ("5", Fraction(5)),
+    ("-5", Fraction(-5)),
+    ("+5", Fraction(5)),
+    ("\u22125", Fraction(-5)),  # the Unicode minus
+    ("0.1", Fraction(1, 10)),
+    (".5", Fraction(1, 2)),
+    ("5.", Fraction(5)),  # one trailing period
+    ("1e3", Fraction(1000)),
+    ("2.5E-3", Fraction(1, 400)),
+    ("1e-400", Fraction(1, 10**400)),
+    ("3 × 10^{5}", Fraction(300000)),
+    ("2.5\\times10^-3", Fraction(1, 400)),
+    ("1,234,567", Fraction(1234567)),
+    ("1,234.5", Fraction(2469, 2)),
+    ("$5", Fraction(5)),
+    ("\\$5", Fraction(5)),
+    ("€ 3.50", Fraction(7, 2)),
+    ("-$5", Fraction(-5)),
+    ("$-5", Fraction(-5)),
+    ("£1,000", Fraction(1000)),
+    ("1/2", Fraction(1, 2)),
+    ("-3/4", Fraction(-3, 4)),
+    ("\\frac{1}{2}", Fraction(1, 2)),
+    ("\\dfrac{3}{-4}", Fraction(-3, 4)),
+    ("-\\tfrac{1}{3}", Fraction(-1, 3)),
+    ("½", Fraction(1, 2)),
+    ("2½", Fraction(5, 2)),
+    ("1 ¾", Fraction(7, 4)),
+    ("１２３", Fraction(123)),  # full-width digits
+    ("$5$", Fraction(5)),
+    ("\\(7\\)", Fraction(7)),
+    ("**8**", Fraction(8)),
+    ("\\boxed{9}", Fraction(9)),
+    ("\\boxed{\\frac{1}{2}}", Fraction(1, 2)),
+    ("\\text{10}", Fraction(10)),
+    ("$\\boxed{-2.5}$.", Fraction(-5, 2)),
+    ("50%", Fraction(50)),
+    ("50\\%", Fraction(50)),
+    ("  42  ", Fraction(42)),
+    ("123456789012345678901234567890", Fraction(123456789012345678901234567890)),
+    (10**40 + 1, Fraction(10**40 + 1)),
+    (0.1, Fraction(1, 10)),
+    (Decimal("0.25"), Fraction(1, 4)),
+    (Fraction(2, 3), Fraction(2, 3)),
+]
+
+NOT_NUMBERS = [
+    "nan", "NaN", "inf", "-inf", "Infinity", "five", "0x1F", "10²", "0.1+0.2", "5 apples", "1,5",
+    "1_000", "0,123", "12,34", "--5", "- 5", "+-5", "-$-5", "5..", "", " ", "$", "1/0", "\\frac{1}{0}",
+    "\\boxed{1}+\\boxed{2}", "1e", "e5", "1.2.3", True, False, None, [1], float("nan"), float("inf"),
+    Decimal("NaN"), "1e999999999", "1e-999999999", "5 × 10^{999999999}", "1" * 5000,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text, value", PARSED, ids=[repr(case[0]) for case in PARSED])
+def test_parse_number(text, value):
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("text", NOT_NUMBERS, ids=[repr(case)[:40] for case in NOT_NUMBERS])
+def test_not_numbers(text):
+    assert parse_number(text) is None
+
+
+def test_capped_exponents_return_quickly():
+    start = time.perf_counter()
+    for text in ("1e999999999", "9" * 4000 + "e1000", "1e-1000", "1 × 10^{99999999}"):
+        parse_number(text)
+    assert time.perf_counter() - start < 1.0
+
+
+MATCHES = [
+    ("42", 42, {}, True),
+    ("1,5", 15, {}, False),  # not a thousands group: no silent reading as 15
+    ("1,500", 1500, {}, True),
+    (str(2**200), 2**200, {}, True),
+    (str(2**200 + 1), 2**200, {}, False),  # huge integers compare exactly, never as floats
+    ("1e-400", 0, {}, False),
+    ("1e-400", "0", {"abs_tol": 1e-300}, True),
+    ("0.1", 0.1, {}, True),
+    ("0.30000000000000004", "0.3", {}, True),  # rel_tol 1e-9 for non-integers
+    ("0.3001", "0.3", {}, False),
+    ("3.0000000001", 3, {}, True),
+    ("100", 101, {"rel_tol": 0.02}, True),  # a given tolerance applies to whole numbers too
+    ("100", 103, {"rel_tol": 0.02}, False),
+    ("nan", "nan", {}, False),
+    (float("nan"), float("nan"), {}, False),
+    ("inf", float("inf"), {}, False),
+    ("\u22125", -5, {}, True),
+    ("\\frac{1}{2}", 0.5, {}, True),
+    ("½", "0.5", {}, True),
+    ("-5", 5, {}, False),
+    ("50%", 50, {}, False),  # strict: both or neither carry %
+    ("50%", "50%", {}, True),
+    ("50%", 50, {"percent": "ignore"}, True),
+    ("50%", 0.5, {"percent": "either"}, True),
+    ("50%", 50, {"percent": "either"}, True),
+    (0.5, "50%", {"percent": "either"}, True),
+    ("50%", 0.4, {"percent": "either"}, False),
+    ("7", ["6", "7"], {}, True),
+    ("7", ("6", 8), {}, False),
+    ("seven", 7, {}, False),
+    (None, 7, {}, False),
+    (True, 1, {}, False),
+    ("5 apples", 5, {}, False),
+    ("7", "not a number", {}, False),
+]
+
+
+@pytest.mark.parametrize("actual, expected, options, result", MATCHES)
+def test_numeric_match(actual, expected, options, result):
+    assert numeric_match(actual, expected, **options) is result
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"percent": "loose"}, "percent must be"),
+        ({"rel_tol": -1}, "rel_tol must be"),
+        ({"abs_tol": float("nan")}, "abs_tol must be"),
+        ({"rel_tol": "0.1"}, "rel_tol must be"),
+    ],
+)
+def test_authors_mistakes_raise(options, message):
+    with pytest.raises(ValueError, match=message):
+        numeric_match("1", 1, **options)
+
+
+@pytest.mark.parametrize("expected", [None, {"a": 1}, [], [None]])
+def test_bad_expected_raises(expected):
+    with pytest.raises((TypeError, ValueError), match="numeric_match"):
+        numeric_match("1", expected)
+
+
+@given(st.integers())
+def test_integers_round_trip_exactly(value):
+    assert parse_number(str(value)) == value
+    assert numeric_match(str(value), value)
+
+
+@given(st.fractions())
+def test_fractions_round_trip(value):
+    assert parse_number(f"{value.numerator}/{value.denominator}") == value
+
+
+@given(st.text(max_size=30))
+def test_never_raises_on_any_text(text):
+    parse_number(text)
+    numeric_match(text, "1")
