@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -83,3 +84,19 @@ def run_shim(tmp_path: Path, python_bin: Path) -> Callable[..., ShimRun]:
         return execute()
 
     return run
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A Docker client; without an engine the test is skipped, or fails under NEMO_GYM_REQUIRE_DOCKER=1."""
+    from images import engine
+
+    client = engine()
+    if client is None:
+        if os.environ.get("NEMO_GYM_REQUIRE_DOCKER") == "1":
+            pytest.fail("NEMO_GYM_REQUIRE_DOCKER=1 but no Docker engine is reachable")
+        pytest.skip("no Docker engine is reachable (set NEMO_GYM_REQUIRE_DOCKER=1 to make this a failure)")
+    return client

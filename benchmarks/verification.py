@@ -1,0 +1,133 @@
+"""One verification end to end, on LocalSandbox and on Docker, against two references:
+
+- the floor: a bare interpreter start in the same sandbox (``python3 -c pass``, one exec);
+- a naive run: the same files uploaded one call each (then chmod, run, and one download per file),
+  as a server that copies ``tests/`` file by file would.
+
+The sandbox is reused across rounds (the server verifies in the agent's running sandbox); the three
+commands alternate and the table reports medians and the median of per-round ratios.
+
+    python benchmarks/verification.py [--rounds N] [--skip-docker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the suite's image builder
+
+from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox  # noqa: E402
+from nemo_gym.data.tasks.harbor.staging import shim_files  # noqa: E402
+from nemo_gym.data.tasks.harbor.task import load_task  # noqa: E402
+from nemo_gym.data.tasks.harbor.verification import (  # noqa: E402
+    VerificationPlan,
+    plan_verification,
+    run_command,
+    run_verification,
+)
+
+TASK = ROOT / "examples" / "answer-file"
+
+
+async def naive(sandbox: Any, plan: VerificationPlan, scratch: Path) -> None:
+    """Per-file uploads of the same shim files, then chmod, run, and per-file downloads."""
+    task = load_task(TASK)
+    files = shim_files((TASK / "tests" / "verifier.py").read_bytes(), task.task_data)
+    folders = sorted({str(Path(file.name).parent) for file in files} - {"."})
+    await sandbox.exec(
+        f"mkdir -p {sandbox.logs_dir} " + " ".join(f"{sandbox.tests_dir}/{f}" for f in folders),
+        cwd="/",
+        user=sandbox.admin_user,
+    )
+    for file in files:
+        local = scratch / "upload"
+        local.write_bytes(file.data)
+        await sandbox.upload_file(str(local), f"{sandbox.tests_dir}/{file.name}")
+    await sandbox.exec(f"chmod +x {sandbox.tests_dir}/test.sh", cwd="/", user=sandbox.admin_user)
+    env = {} if sandbox.logs_dir == "/logs/verifier" else {"VERIFIER_LOGS_DIR": sandbox.logs_dir}
+    await sandbox.exec(run_command(sandbox, plan.timeout_sec), env=env)
+    for name in ("reward.json", "test-stdout.txt"):
+        await sandbox.download_file(f"{sandbox.logs_dir}/{name}", str(scratch / name))
+    assert (scratch / "reward.json").read_text().strip() == '{"reward": 1}'
+
+
+async def measure(sandbox: Any, rounds: int) -> Dict[str, float]:
+    plan = plan_verification(load_task(TASK))
+    with tempfile.TemporaryDirectory() as scratch:
+
+        async def floor() -> None:
+            assert (await sandbox.exec("python3 -c pass")).return_code == 0
+
+        async def gym() -> None:
+            outcome = await run_verification(plan, sandbox)
+            assert outcome.reward == 1.0, outcome
+
+        async def per_file() -> None:
+            await naive(sandbox, plan, Path(scratch))
+
+        commands: Dict[str, Callable[[], Awaitable[None]]] = {"floor": floor, "gym": gym, "naive": per_file}
+        for command in commands.values():  # warm up
+            await command()
+        times: Dict[str, List[float]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, command in commands.items():
+                start = time.perf_counter()
+                await command()
+                times[name].append(time.perf_counter() - start)
+    result = {name: statistics.median(values) for name, values in times.items()}
+    result["gym/floor"] = statistics.median(g / f for g, f in zip(times["gym"], times["floor"]))
+    result["gym/naive"] = statistics.median(g / n for g, n in zip(times["gym"], times["naive"]))
+    return result
+
+
+def row(name: str, r: Dict[str, float]) -> str:
+    cells = [name, f"{r['floor'] * 1e3:.1f} ms", f"{r['gym'] * 1e3:.1f} ms", f"{r['gym/floor']:.2f}x"]
+    cells += [f"{r['naive'] * 1e3:.1f} ms", f"{r['gym/naive']:.2f}x"]
+    return "| " + " | ".join(cells) + " |"
+
+
+async def main_async(rounds: int, docker: bool) -> None:
+    print(f"One verification of examples/answer-file, median of {rounds} alternated rounds\n")
+    print(
+        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 3 | gym / floor "
+        "| naive per-file | gym / naive |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    async with LocalSandbox(TASK / "workspace") as local:
+        print(row("LocalSandbox", await measure(local, rounds)), flush=True)
+    if docker:
+        from images import LABEL, engine, python_image
+
+        from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+        client = engine()
+        if client is None:
+            print("| Docker | (no engine reachable) | | | | |")
+            return
+        image, volumes = python_image(client, "3.12")
+        sandbox = DockerSandbox(
+            image, workspace=TASK / "workspace", volumes=volumes, labels=LABEL, client=client
+        )
+        async with sandbox:
+            print(row("Docker (python 3.12)", await measure(sandbox, rounds)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--skip-docker", action="store_true")
+    args = parser.parse_args()
+    asyncio.run(main_async(args.rounds, not args.skip_docker))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""``gym``: NeMo Gym's command line for Harbor tasks (``gym verify``).
+
+Exit status: 0 when an outcome was produced (whatever the score), 2 for usage errors, 1 otherwise.
+Errors are one sentence on stderr, never a bare traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
+
+
+class CommandError(Exception):
+    """A failure to report in one sentence (exit status 1)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gym", description="NeMo Gym command line for Harbor tasks.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    verify = commands.add_parser("verify", help="run one task's verifier and print the outcome")
+    verify.add_argument("task_dir", metavar="TASK_DIR", type=Path, help="the task folder")
+    verify.add_argument(
+        "--workspace",
+        type=Path,
+        help="the agent's working directory to grade (default: TASK_DIR/workspace, else an empty folder)",
+    )
+    verify.add_argument(
+        "--response",
+        type=Path,
+        help="the agent's final response: a .json Responses API object, or any other file as its text",
+    )
+    verify.add_argument("--task-data", type=Path, help="a JSON object that replaces the task's task_data")
+    verify.add_argument(
+        "--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)"
+    )
+    verify.add_argument("--image", help="the Docker image (default: [environment].docker_image)")
+    verify.add_argument(
+        "--timeout", type=float, help="the verifier's timeout in seconds (default: task.toml's)"
+    )
+    verify.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    return parser
+
+
+def text_response(text: str) -> Dict[str, Any]:
+    """A Responses API response whose final assistant message is ``text``."""
+    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    return {"object": "response", "output": [message]}
+
+
+def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any]:
+    try:
+        if path.suffix != ".json":
+            return text_response(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        parser.error(f"--response {path}: cannot read it ({error})")
+    if not isinstance(value, dict):
+        parser.error(f"--response {path}: must hold a JSON object (a Responses API response)")
+    return value
+
+
+async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.local import NO_NAMESPACE_HINT
+    from nemo_gym.data.tasks.harbor.task import load_task, read_json_object
+    from nemo_gym.data.tasks.harbor.verification import TEST_SH, plan_verification, run_verification
+
+    task = load_task(args.task_dir)
+    response = _read_response(args.response, parser) if args.response else None
+    task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
+    if args.timeout is not None and not args.timeout > 0:
+        parser.error("--timeout must be a positive number of seconds")
+    plan = plan_verification(task, response=response, task_data=task_data, timeout_sec=args.timeout)
+    workspace: Optional[Path] = args.workspace
+    if workspace is None and (task.path / "workspace").is_dir():
+        workspace = task.path / "workspace"
+    if workspace is not None and not workspace.is_dir():
+        parser.error(f"--workspace {workspace}: not a folder")
+    with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as empty:
+        folder = workspace or Path(empty)
+        if args.sandbox == "docker":
+            from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+            image = args.image or task.environment.docker_image
+            if not image:
+                raise CommandError(
+                    f"{task.path}: no Docker image: give --image or set [environment].docker_image"
+                )
+            env = task.environment.env
+            async with DockerSandbox(
+                image, workspace=folder, workdir=task.environment.workdir, env=env
+            ) as docker:
+                return await run_verification(plan, docker)
+        local = LocalSandbox(folder, env=task.environment.env)
+        async with local:
+            if plan.kind == TEST_SH and not local.isolated:
+                raise CommandError(f"{task.path}: {NO_NAMESPACE_HINT}")
+            return await run_verification(plan, local)
+
+
+def _print_human(outcome: VerificationOutcome, task_dir: Path) -> None:
+    if outcome.masked:
+        print(f"masked ({outcome.mask_reason}): {outcome.detail} [{task_dir}]")
+    else:
+        print(f"reward {outcome.reward:g} [{task_dir}]")
+    if outcome.reward_components:
+        print("components: " + ", ".join(outcome.reward_components))
+    if outcome.metrics:
+        print("metrics: " + ", ".join(f"{key}={value:g}" for key, value in outcome.metrics.items()))
+    if outcome.failure_kind:
+        print(f"failure: {outcome.failure_kind} ({outcome.detail})")
+    if outcome.failure_kind or outcome.masked:
+        print("--- test-stdout.txt ---")
+        print(outcome.stdout.rstrip("\n") or "(empty)")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
+    from nemo_gym.data.tasks.harbor.staging import StagingError
+    from nemo_gym.data.tasks.harbor.task import TaskError
+
+    try:
+        outcome = asyncio.run(_verify(args, parser))
+    except (CommandError, TaskError, StagingError, SandboxError) as error:
+        print(f"gym: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        fields = (
+            "reward",
+            "metrics",
+            "reward_components",
+            "failure_kind",
+            "masked",
+            "mask_reason",
+            "detail",
+            "stdout",
+        )
+        print(json.dumps({key: outcome.as_dict()[key] for key in fields}))
+    else:
+        _print_human(outcome, args.task_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,202 @@
+"""``DockerSandbox``: verification in a container of a given image, through the Docker SDK.
+
+The container starts with ``sleep infinity`` as its entrypoint: a prebuilt image's ENTRYPOINT does
+not run, as the contract says of an image NeMo Gym has no record of. The SDK is synchronous, so
+each call runs in a worker thread; one call is one round trip to the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
+
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, SandboxError, User
+
+try:
+    import docker
+    import docker.errors
+except ImportError:  # pragma: no cover - exercised only without the optional extra
+    docker = None
+
+T = TypeVar("T")
+DEFAULT_WORKDIR = "/workspace"
+
+
+async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, lambda: function(*args, **kwargs))
+
+
+def _single_file_tar(data: bytes, name: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o644
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class DockerSandbox:
+    """A container of ``image``; use it as an async context manager (``close`` removes it).
+
+    ``workspace`` (a host folder) is copied into ``workdir`` when the container starts; ``volumes``
+    are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
+    """
+
+    admin_user: Optional[User] = "root"
+    tests_dir = "/tests"
+    logs_dir = "/logs/verifier"
+    tmp_dir = "/tmp"
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        workspace: Optional[Path] = None,
+        workdir: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        volumes: Optional[Dict[str, Dict[str, str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        client: Any = None,
+    ) -> None:
+        if docker is None and client is None:
+            raise SandboxError(
+                "the Docker sandbox needs the Docker SDK: pip install 'nemo-gym-harbor-verifiers[docker]'"
+            )
+        self.image = image
+        self.workspace = workspace
+        self.workdir = workdir or DEFAULT_WORKDIR
+        self._env = dict(env or {})
+        self._volumes = dict(volumes or {})
+        self._labels = {"nemo-gym.sandbox": "1", **(labels or {})}
+        self._client = client
+        self._container: Any = None
+
+    async def __aenter__(self) -> DockerSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        try:
+            if self._client is None:
+                self._client = await _in_thread(docker.from_env)
+            self._container = await _in_thread(
+                self._client.containers.run,
+                self.image,
+                entrypoint=["sleep", "infinity"],
+                detach=True,
+                environment=self._env,
+                volumes=self._volumes,
+                labels=self._labels,
+                name=f"nemo-gym-sandbox-{uuid.uuid4().hex[:12]}",
+            )
+        except Exception as error:  # the SDK raises its own errors and requests' ones
+            raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
+        made = await self._exec_argv(
+            ["mkdir", "-p", self.workdir], cwd="/", env=None, timeout_s=60, user=self.admin_user
+        )
+        if made.return_code != 0:
+            raise SandboxError(f"cannot create the working directory {self.workdir}: {made.stdout.strip()}")
+        if self.workspace is not None:
+            await self._put_folder(Path(self.workspace), self.workdir)
+
+    async def close(self) -> None:
+        if self._container is not None:
+            container, self._container = self._container, None
+            try:
+                await _in_thread(container.remove, force=True)
+            except Exception:  # already gone: nothing left to clean
+                pass
+
+    def _require(self) -> Any:
+        if self._container is None:
+            raise SandboxError("the container is not running (use the sandbox as `async with`)")
+        return self._container
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout_s: Optional[float] = None,
+        user: Optional[User] = None,
+    ) -> ExecResult:
+        return await self._exec_argv(
+            ["bash", "-c", command], cwd=cwd, env=env, timeout_s=timeout_s, user=user
+        )
+
+    async def _exec_argv(
+        self,
+        argv: List[str],
+        *,
+        cwd: Optional[str],
+        env: Optional[Mapping[str, str]],
+        timeout_s: Optional[float],
+        user: Optional[User],
+    ) -> ExecResult:
+        container = self._require()
+        call = _in_thread(
+            container.exec_run,
+            argv,
+            workdir=cwd or self.workdir,
+            environment=dict(env or {}),
+            user="" if user is None else str(user),
+            demux=True,
+        )
+        try:
+            result = await asyncio.wait_for(call, timeout_s)
+        except asyncio.TimeoutError:
+            raise ExecTimeout(f"the command outlived {timeout_s} s") from None
+        except Exception as error:
+            raise SandboxError(f"exec in the container failed: {error}") from error
+        stdout, stderr = result.output if result.output else (None, None)
+        return ExecResult(
+            (stdout or b"").decode(errors="replace"),
+            (stderr or b"").decode(errors="replace"),
+            result.exit_code,
+        )
+
+    async def upload_file(self, local_path: str, sandbox_path: str) -> None:
+        folder, _, name = sandbox_path.rpartition("/")
+        data = _single_file_tar(Path(local_path).read_bytes(), name)
+        await self._put_archive(folder or "/", data, sandbox_path)
+
+    async def _put_archive(self, folder: str, data: bytes, what: str) -> None:
+        container = self._require()
+        try:
+            if not await _in_thread(container.put_archive, folder, data):
+                raise SandboxError(f"upload to {what} failed")
+        except SandboxError:
+            raise
+        except Exception as error:
+            raise SandboxError(f"upload to {what} failed: {error}") from error
+
+    async def _put_folder(self, folder: Path, target: str) -> None:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for path in sorted(folder.iterdir()):
+                archive.add(str(path), arcname=path.name)
+        await self._put_archive(target, buffer.getvalue(), target)
+
+    async def download_file(self, sandbox_path: str, local_path: str) -> None:
+        container = self._require()
+        try:
+            stream, _ = await _in_thread(container.get_archive, sandbox_path)
+            data = await _in_thread(lambda: b"".join(stream))
+        except Exception as error:
+            raise SandboxError(f"download of {sandbox_path} failed: {error}") from error
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            member = archive.next()
+            if member is None or not member.isfile():
+                raise SandboxError(f"{sandbox_path} is not a regular file in the container")
+            extracted = archive.extractfile(member)
+            assert extracted is not None
+            Path(local_path).write_bytes(extracted.read())

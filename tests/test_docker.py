@@ -1,0 +1,178 @@
+"""The whole run in real containers: every Python 3.8-3.13, and images with an odd or no Python.
+
+Images are built by the suite from local parts (tests/images.py) and cached on the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import pytest
+from conftest import EXAMPLES
+from images import LABEL, base_image, python_image, stripped_image
+
+from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, VERIFIER_TIMEOUT
+from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+from nemo_gym.data.tasks.harbor.task import load_task
+from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
+
+pytestmark = pytest.mark.docker
+
+VERSIONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+RESPONSE_FILE = EXAMPLES / "numeric-response" / "response.json"
+# (example, expected reward, expected metrics)
+EXPECTED = {
+    "answer-file": (1.0, {}),
+    "numeric-response": (1.0, {}),
+    "async-metrics": (1.0, {"correct": 10.0, "extra": 0.0, "recall": 1.0}),
+    "bash-test": (1.0, {}),
+}
+
+
+def verify_in(
+    image: str,
+    task_dir: Path,
+    *,
+    volumes: Optional[Dict[str, Dict[str, str]]] = None,
+    client: Any = None,
+    workspace: Optional[Path] = None,
+    **plan_options: Any,
+) -> VerificationOutcome:
+    task = load_task(task_dir)
+    plan = plan_verification(task, **plan_options)
+
+    async def run() -> VerificationOutcome:
+        sandbox = DockerSandbox(
+            image,
+            workspace=workspace or task_dir / "workspace",
+            workdir=task.environment.workdir,
+            volumes=volumes,
+            labels=LABEL,
+            client=client,
+        )
+        async with sandbox:
+            return await run_verification(plan, sandbox)
+
+    return asyncio.run(run())
+
+
+def _response() -> Dict[str, Any]:
+    import json
+
+    return json.loads(RESPONSE_FILE.read_text())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_example_in_a_container(docker_client, version):
+    image, volumes = python_image(docker_client, version)
+    for name, (reward, metrics) in EXPECTED.items():
+        response = _response() if name == "numeric-response" else None
+        outcome = verify_in(image, EXAMPLES / name, volumes=volumes, client=docker_client, response=response)
+        assert (outcome.reward, outcome.metrics, outcome.failure_kind, outcome.masked) == (
+            reward,
+            metrics,
+            None,
+            False,
+        ), (
+            name,
+            outcome,
+        )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_failing_verifier_in_a_container(docker_client, version, tmp_path):
+    image, volumes = python_image(docker_client, version)
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "verifier.py").write_text(
+        "import sys\ndef verify(workspace):\n    raise ValueError(sys.version.split()[0])\n"
+    )
+    outcome = verify_in(image, task, volumes=volumes, client=docker_client, workspace=tmp_path)
+    assert outcome.failure_kind == MISSING_REWARD and not outcome.masked
+    assert f"verify raised ValueError: {version}." in outcome.stdout
+
+
+def test_an_image_with_only_python(docker_client):
+    image, volumes = python_image(docker_client, "3.12", command="python")
+    outcome = verify_in(image, EXAMPLES / "answer-file", volumes=volumes, client=docker_client)
+    assert outcome.reward == 1.0 and outcome.failure_kind is None
+
+
+def test_an_image_whose_python3_is_3_7(docker_client):
+    image, volumes = python_image(docker_client, "3.7")
+    outcome = verify_in(image, EXAMPLES / "answer-file", volumes=volumes, client=docker_client)
+    assert outcome.failure_kind == MISSING_REWARD and not outcome.masked
+    assert "is Python 3.7" in outcome.stdout and "no Python 3.8 or newer found" in outcome.stdout
+
+
+def test_an_image_without_python(docker_client):
+    outcome = verify_in(base_image(docker_client), EXAMPLES / "answer-file", client=docker_client)
+    assert outcome.failure_kind == MISSING_REWARD and not outcome.masked
+    assert "python3 is not on PATH; python is not on PATH" in outcome.stdout
+
+
+def test_a_plain_test_sh_needs_no_python(docker_client):
+    outcome = verify_in(base_image(docker_client), EXAMPLES / "bash-test", client=docker_client)
+    assert outcome.reward == 1.0 and outcome.failure_kind is None
+
+
+@pytest.mark.parametrize("tool", ["bash", "timeout"])
+def test_an_image_without_bash_or_timeout_is_masked(docker_client, tool):
+    outcome = verify_in(stripped_image(docker_client, tool), EXAMPLES / "bash-test", client=docker_client)
+    assert outcome.masked and outcome.mask_reason == "verifier_error", outcome
+
+
+def _shell_task(tmp_path: Path, script: str) -> Path:
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "test.sh").write_text(script)
+    return task
+
+
+def test_timeout_without_a_reward(docker_client, tmp_path):
+    task = _shell_task(tmp_path, "sleep 30\n")
+    outcome = verify_in(
+        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
+    )
+    assert outcome.failure_kind == VERIFIER_TIMEOUT and outcome.reward == 0.0
+
+
+def test_a_reward_written_before_the_timeout_stands(docker_client, tmp_path):
+    task = _shell_task(tmp_path, "echo 0.5 > /logs/verifier/reward.txt\nsleep 30\n")
+    outcome = verify_in(
+        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
+    )
+    assert outcome.failure_kind is None and outcome.reward == 0.5
+
+
+def test_a_verifier_that_ignores_sigterm_is_still_stopped(docker_client, tmp_path):
+    import time
+
+    task = _shell_task(tmp_path, "trap '' TERM\nwhile true; do sleep 1; done\n")
+    started = time.monotonic()
+    outcome = verify_in(
+        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
+    )
+    assert outcome.failure_kind == VERIFIER_TIMEOUT
+    assert time.monotonic() - started < 25
+
+
+def test_a_planted_reward_is_emptied_before_the_run(docker_client, tmp_path):
+    task = _shell_task(tmp_path, "ls /logs/verifier\n")
+    image = base_image(docker_client)
+    loaded = load_task(task)
+    plan = plan_verification(loaded)
+
+    async def run() -> VerificationOutcome:
+        async with DockerSandbox(image, workspace=tmp_path, labels=LABEL, client=docker_client) as sandbox:
+            await sandbox.exec(
+                "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo x > /tests/helper",
+                user="root",
+            )
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run())
+    assert outcome.failure_kind == MISSING_REWARD
+    assert outcome.stdout.split() == ["test-stdout.txt"]

@@ -1,0 +1,339 @@
+"""Verification runs on LocalSandbox: examples, failure shapes, round trips, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+from conftest import EXAMPLES
+
+from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
+from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+from nemo_gym.data.tasks.harbor.task import TaskError, load_task
+from nemo_gym.data.tasks.harbor.verification import (
+    PYTHON,
+    TEST_SH,
+    VerificationOutcome,
+    VerificationPlan,
+    choose_verifier,
+    plan_verification,
+    run_verification,
+)
+
+RESPONSE = json.loads((EXAMPLES / "numeric-response" / "response.json").read_text())
+
+
+def verify_locally(task_dir: Path, workspace: Optional[Path] = None, **options: Any) -> VerificationOutcome:
+    plan = plan_verification(load_task(task_dir), **options)
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(workspace or task_dir / "workspace") as sandbox:
+            return await run_verification(plan, sandbox)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "name, options, reward, metrics",
+    [
+        ("answer-file", {}, 1.0, {}),
+        ("numeric-response", {"response": RESPONSE}, 1.0, {}),
+        ("async-metrics", {}, 1.0, {"correct": 10.0, "extra": 0.0, "recall": 1.0}),
+        ("bash-test", {}, 1.0, {}),
+    ],
+)
+def test_examples_on_the_local_sandbox(name, options, reward, metrics):
+    outcome = verify_locally(EXAMPLES / name, **options)
+    assert (outcome.reward, outcome.metrics, outcome.failure_kind, outcome.masked) == (
+        reward,
+        metrics,
+        None,
+        False,
+    )
+
+
+def test_wrong_answers_score_zero(tmp_path):
+    (tmp_path / "answer.txt").write_text("Lyon\n")
+    assert verify_locally(EXAMPLES / "answer-file", tmp_path).reward == 0.0
+    wrong = {"output": [{"type": "message", "role": "assistant", "content": "Answer: 4.21"}]}
+    assert verify_locally(EXAMPLES / "numeric-response", response=wrong).reward == 0.0
+    assert verify_locally(EXAMPLES / "bash-test", tmp_path).reward == 0.0
+
+
+def test_numeric_response_without_a_response_is_a_missing_reward():
+    outcome = verify_locally(EXAMPLES / "numeric-response")
+    assert outcome.failure_kind == MISSING_REWARD
+    assert "verify requires `response`" in outcome.stdout
+
+
+def make_task(root: Path, files: Dict[str, str], task_toml: str = "") -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if name.endswith(".sh"):
+            path.chmod(0o755)
+    if task_toml:
+        (root / "task.toml").write_text(task_toml)
+    return root
+
+
+def test_missing_reward(tmp_path):
+    task = make_task(
+        tmp_path / "task", {"tests/verifier.py": "def verify():\n    raise RuntimeError('nope')\n"}
+    )
+    outcome = verify_locally(task, tmp_path)
+    assert outcome.failure_kind == MISSING_REWARD and outcome.reward == 0.0 and not outcome.masked
+    assert "verify raised RuntimeError: nope" in outcome.stdout
+
+
+def test_invalid_reward_from_a_test_sh(tmp_path):
+    task = make_task(tmp_path / "task", {"tests/test.sh": "echo nan > /logs/verifier/reward.txt\n"})
+    if not namespaces_available():
+        pytest.fail(
+            "this machine kind provides bubblewrap (installed by .ci/run); the local sandbox needs it here"
+        )
+    assert verify_locally(task, tmp_path).failure_kind == INVALID_REWARD
+
+
+def test_timeout_without_a_reward(tmp_path):
+    task = make_task(
+        tmp_path / "task", {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"}
+    )
+    started = time.monotonic()
+    outcome = verify_locally(task, tmp_path, timeout_sec=1)
+    assert outcome.failure_kind == VERIFIER_TIMEOUT
+    assert time.monotonic() - started < 20
+
+
+def test_a_reward_written_before_the_timeout_stands(tmp_path):
+    task = make_task(
+        tmp_path / "task", {"tests/test.sh": "echo 0.25 > /logs/verifier/reward.txt\nsleep 30\n"}
+    )
+    outcome = verify_locally(task, tmp_path, timeout_sec=1)
+    assert (outcome.reward, outcome.failure_kind) == (0.25, None)
+
+
+def test_a_verifier_that_ignores_sigterm_is_stopped(tmp_path):
+    task = make_task(tmp_path / "task", {"tests/test.sh": "trap '' TERM\nwhile true; do sleep 1; done\n"})
+    started = time.monotonic()
+    outcome = verify_locally(task, tmp_path, timeout_sec=1)
+    assert outcome.failure_kind == VERIFIER_TIMEOUT
+    assert time.monotonic() - started < 20
+
+
+def test_timeout_comes_from_task_toml(tmp_path):
+    task = make_task(
+        tmp_path / "task",
+        {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"},
+        "[verifier]\ntimeout_sec = 1\n",
+    )
+    assert verify_locally(task, tmp_path).failure_kind == VERIFIER_TIMEOUT
+
+
+def test_verifier_env_reaches_the_verifier(tmp_path):
+    task = make_task(
+        tmp_path / "task",
+        {"tests/verifier.py": "import os\ndef verify():\n    return float(os.environ['MODE'] == 'strict')\n"},
+        '[verifier]\nenv = { MODE = "${NEMO_GYM_TEST_MODE:-strict}" }\n',
+    )
+    assert verify_locally(task, tmp_path).reward == 1.0
+
+
+def test_helpers_in_tests_and_a_dataset_root_verifier(tmp_path):
+    task = make_task(
+        tmp_path / "task",
+        {
+            "tests/verifier.py": "from helper import score\ndef verify():\n    return score()\n",
+            "tests/helper.py": "def score():\n    return 0.5\n",
+        },
+    )
+    assert verify_locally(task, tmp_path).reward == 0.5
+    dataset = make_task(
+        tmp_path / "dataset",
+        {
+            "verifier.py": "def verify(task_data):\n    return task_data['x']\n",
+            "t1/task_data.json": '{"x": 0.75}',
+        },
+    )
+    assert verify_locally(dataset / "t1", tmp_path).reward == 0.75
+
+
+@pytest.mark.parametrize(
+    "files, kind",
+    [
+        ({"tests/test.sh": "", "tests/verifier.py": ""}, TEST_SH),  # test.sh wins; verifier.py is a helper
+        ({"tests/verifier.py": ""}, PYTHON),
+        ({"../verifier.py": "", "task.toml": ""}, PYTHON),  # no tests/: the dataset root's verifier.py
+        ({"tests/verifier.py": "", "../verifier.py": ""}, PYTHON),
+    ],
+)
+def test_choose_verifier(tmp_path, files, kind):
+    task = tmp_path / "dataset" / "task"
+    task.mkdir(parents=True)
+    make_task(task, files)
+    choice = choose_verifier(task, load_task(task).dataset_root)
+    assert choice.kind == kind
+    if "tests/verifier.py" in files and kind == PYTHON:
+        assert choice.verifier_path == task / "tests" / "verifier.py"
+
+
+@pytest.mark.parametrize("files", [{"tests/helper.py": ""}, {"task.toml": ""}])
+def test_no_verifier_is_refused(tmp_path, files):
+    make_task(tmp_path / "task", files)
+    with pytest.raises(TaskError, match=r"verifier\.py"):
+        choose_verifier(tmp_path / "task", None)
+
+
+class RecordingSandbox:
+    """A LocalSandbox that counts its round trips."""
+
+    def __init__(self, inner: LocalSandbox) -> None:
+        self.inner = inner
+        self.calls: List[str] = []
+        for name in ("admin_user", "tests_dir", "logs_dir", "tmp_dir", "workdir"):
+            setattr(self, name, getattr(inner, name))
+
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        self.calls.append("exec")
+        return await self.inner.exec(command, **options)
+
+    async def upload_file(self, local_path: str, sandbox_path: str) -> None:
+        self.calls.append("upload")
+        await self.inner.upload_file(local_path, sandbox_path)
+
+    async def download_file(self, sandbox_path: str, local_path: str) -> None:
+        self.calls.append("download")
+        await self.inner.download_file(sandbox_path, local_path)
+
+
+@pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
+def test_round_trips_do_not_grow_with_the_file_count(tmp_path, kind):
+    counts = []
+    for file_count in (2, 200):
+        files = {f"tests/data/{index}.txt": str(index) for index in range(file_count)}
+        if kind == "test.sh":
+            files["tests/test.sh"] = (
+                "cat /tests/data/*.txt > /dev/null && echo 1 > /logs/verifier/reward.txt\n"
+            )
+        else:
+            files["tests/verifier.py"] = (
+                "import pathlib\ndef verify():\n    return len(list(pathlib.Path(__file__).parent.glob('data/*.txt')))\n"
+            )
+        task = make_task(tmp_path / f"{kind}-{file_count}", files)
+        plan = plan_verification(load_task(task))
+
+        async def run(plan: VerificationPlan = plan) -> tuple:
+            async with LocalSandbox(tmp_path) as local:
+                recording = RecordingSandbox(local)
+                outcome = await run_verification(plan, recording)  # type: ignore[arg-type]
+                return outcome, recording.calls
+
+        outcome, calls = asyncio.run(run())
+        assert outcome.failure_kind is None
+        assert outcome.reward == (1.0 if kind == "test.sh" else float(file_count))
+        counts.append(calls)
+    assert counts[0] == counts[1] == ["upload", "exec", "exec", "exec"]
+
+
+def _sandbox_folders() -> set:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("nemo-gym-")}
+
+
+def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path):
+    marker = f"nemo-gym-leak-probe-{os.getpid()}"
+    task = make_task(
+        tmp_path / "task",
+        {
+            "tests/verifier.py": (
+                "import subprocess, pathlib\n"
+                "def verify(workspace, task_data):\n"
+                f"    subprocess.Popen(['bash', '-c', 'exec -a {marker} sleep 300'], start_new_session=True)\n"
+                "    (workspace / 'seen.txt').write_text(str(task_data['i']))\n"
+                "    return task_data['i']\n"
+            )
+        },
+    )
+    loaded = load_task(task)
+    before = _sandbox_folders()
+
+    async def one(index: int) -> VerificationOutcome:
+        workspace = tmp_path / "workspaces" / str(index)
+        workspace.mkdir(parents=True)
+        plan = plan_verification(loaded, task_data={"i": index})
+        async with LocalSandbox(workspace) as sandbox:
+            return await run_verification(plan, sandbox)
+
+    async def all_of_them() -> List[VerificationOutcome]:
+        return await asyncio.gather(*(one(index) for index in range(200)))
+
+    outcomes = asyncio.run(all_of_them())
+    assert [outcome.reward for outcome in outcomes] == [float(index) for index in range(200)]
+    assert all(outcome.failure_kind is None for outcome in outcomes)
+    for index in range(200):
+        assert (tmp_path / "workspaces" / str(index) / "seen.txt").read_text() == str(index)
+    assert _sandbox_folders() == before, "temporary folders leaked"
+    if namespaces_available():  # each sandbox's PID namespace dies with it: nothing is left running
+        leftover = subprocess.run(["pgrep", "-f", marker], stdout=subprocess.PIPE).stdout.split()
+        assert leftover == [], "processes leaked"
+
+
+def test_local_sandbox_refuses_paths_outside_its_folders(tmp_path):
+    async def run() -> None:
+        async with LocalSandbox(tmp_path) as sandbox:
+            with pytest.raises(SandboxError, match="outside"):
+                await sandbox.upload_file(__file__, "/etc/nemo-gym-test")
+            with pytest.raises(SandboxError, match="Docker sandbox only"):
+                await sandbox.exec("true", user="nobody:nogroup")
+
+    asyncio.run(run())
+
+
+class FaultySandbox(RecordingSandbox):
+    """Loses the sandbox at one step."""
+
+    def __init__(self, inner: LocalSandbox, fail_at: int) -> None:
+        super().__init__(inner)
+        self.fail_at = fail_at
+
+    def _maybe_fail(self) -> None:
+        if len(self.calls) == self.fail_at:
+            raise SandboxError("the sandbox is gone")
+
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        self._maybe_fail()
+        return await super().exec(command, **options)
+
+    async def upload_file(self, local_path: str, sandbox_path: str) -> None:
+        self._maybe_fail()
+        await super().upload_file(local_path, sandbox_path)
+
+
+@pytest.mark.parametrize(
+    "fail_at, detail",
+    [
+        (0, "staging /tests failed"),
+        (1, "staging /tests failed"),
+        (2, "running test.sh failed"),
+        (3, "could not be copied out"),
+    ],
+)
+def test_sandbox_faults_are_masked_never_scored(tmp_path, fail_at, detail):
+    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(EXAMPLES / "answer-file" / "workspace") as local:
+            return await run_verification(plan, FaultySandbox(local, fail_at))  # type: ignore[arg-type]
+
+    outcome = asyncio.run(run())
+    assert outcome.masked and outcome.mask_reason == "sandbox_error" and detail in outcome.detail
+    assert outcome.failure_kind is None
