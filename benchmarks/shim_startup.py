@@ -30,9 +30,7 @@ TARGET = 1.5
 
 def _time(command: list, cwd: Path, env: dict) -> float:
     start = time.perf_counter()
-    subprocess.run(
-        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
-    )
+    subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - start
 
 

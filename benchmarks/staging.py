@@ -68,15 +68,10 @@ WORDS = [
 
 def typical_inputs() -> Dict[str, Any]:
     task_data = {"question": "q" * 900, "answer": "42", "tags": ["math", "arithmetic"]}
-    words = [
-        f"{random.choice(WORDS)}{random.randrange(100) if random.random() < 0.1 else ''}"
-        for _ in range(25000)
-    ]
+    words = [f"{random.choice(WORDS)}{random.randrange(100) if random.random() < 0.1 else ''}" for _ in range(25000)]
     text = " ".join(words)[: 100 * 1024]  # varied prose: repeated text would flatter compression
     response = {
-        "output": [
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-        ]
+        "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]
     }
     return {"task_data": task_data, "response": response}
 
@@ -115,9 +110,7 @@ def main() -> int:
     args = parser.parse_args()
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     static_files()
-    print(
-        "Staging one task on one core (1 KB task_data, 100 KB response, plus the task's own tests/ bytes)\n"
-    )
+    print("Staging one task on one core (1 KB task_data, 100 KB response, plus the task's own tests/ bytes)\n")
     print(
         "| task's own bytes | task part level | median per staging | stagings/s | peak memory | archive "
         "| time per own MB |"
@@ -144,8 +137,7 @@ def main() -> int:
         print("| " + " | ".join(cells) + " |")
     verdict = "ok" if typical_rate > TARGET_PER_SECOND else "MISSED"
     print(
-        f"\ntypical task: {typical_rate:,.0f} stagings/s on one core "
-        f"(target: well over {TARGET_PER_SECOND}) {verdict}"
+        f"\ntypical task: {typical_rate:,.0f} stagings/s on one core (target: well over {TARGET_PER_SECOND}) {verdict}"
     )
     return 0 if typical_rate > TARGET_PER_SECOND else 1
 

@@ -97,8 +97,7 @@ def row(name: str, r: Dict[str, float]) -> str:
 async def main_async(rounds: int, docker: bool) -> None:
     print(f"One verification of examples/answer-file, median of {rounds} alternated rounds\n")
     print(
-        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 3 | gym / floor "
-        "| naive per-file | gym / naive |"
+        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 3 | gym / floor | naive per-file | gym / naive |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     async with LocalSandbox(TASK / "workspace") as local:
@@ -113,9 +112,7 @@ async def main_async(rounds: int, docker: bool) -> None:
             print("| Docker | (no engine reachable) | | | | |")
             return
         image, volumes = python_image(client, "3.12")
-        sandbox = DockerSandbox(
-            image, workspace=TASK / "workspace", volumes=volumes, labels=LABEL, client=client
-        )
+        sandbox = DockerSandbox(image, workspace=TASK / "workspace", volumes=volumes, labels=LABEL, client=client)
         async with sandbox:
             print(row("Docker (python 3.12)", await measure(sandbox, rounds)))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -38,12 +39,15 @@ def _parser() -> argparse.ArgumentParser:
         help="the agent's final response: a .json Responses API object, or any other file as its text",
     )
     verify.add_argument("--task-data", type=Path, help="a JSON object that replaces the task's task_data")
-    verify.add_argument(
-        "--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)"
-    )
+    verify.add_argument("--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)")
     verify.add_argument("--image", help="the Docker image (default: [environment].docker_image)")
+    verify.add_argument("--timeout", type=float, help="the verifier's timeout in seconds (default: task.toml's)")
+    verify.add_argument("--step", help="the step of a multi-step task to verify")
+    verify.add_argument("--row", help="the row of a parameterized dataset (rows.jsonl) to verify")
     verify.add_argument(
-        "--timeout", type=float, help="the verifier's timeout in seconds (default: task.toml's)"
+        "--secrets",
+        type=Path,
+        help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
     )
     verify.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     return parser
@@ -68,17 +72,22 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
 
 
 async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
+    from nemo_gym.data.tasks.harbor.env_templates import resolve_env
     from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
     from nemo_gym.data.tasks.harbor.sandboxes.local import NO_NAMESPACE_HINT
-    from nemo_gym.data.tasks.harbor.task import load_task, read_json_object
+    from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import TEST_SH, plan_verification, run_verification
 
-    task = load_task(args.task_dir)
+    task = load_task(args.task_dir, row=args.row)
     response = _read_response(args.response, parser) if args.response else None
     task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
+    secrets = read_secrets(args.secrets) if args.secrets else None
     if args.timeout is not None and not args.timeout > 0:
         parser.error("--timeout must be a positive number of seconds")
-    plan = plan_verification(task, response=response, task_data=task_data, timeout_sec=args.timeout)
+    plan = plan_verification(
+        task, step=args.step, response=response, task_data=task_data, timeout_sec=args.timeout, secrets=secrets
+    )
+    sandbox_env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
     workspace: Optional[Path] = args.workspace
     if workspace is None and (task.path / "workspace").is_dir():
         workspace = task.path / "workspace"
@@ -91,15 +100,11 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
             image = args.image or task.environment.docker_image
             if not image:
-                raise CommandError(
-                    f"{task.path}: no Docker image: give --image or set [environment].docker_image"
-                )
-            env = task.environment.env
-            async with DockerSandbox(
-                image, workspace=folder, workdir=task.environment.workdir, env=env
-            ) as docker:
+                raise CommandError(f"{task.path}: no Docker image: give --image or set [environment].docker_image")
+            workdir = task.environment.workdir
+            async with DockerSandbox(image, workspace=folder, workdir=workdir, env=sandbox_env) as docker:
                 return await run_verification(plan, docker)
-        local = LocalSandbox(folder, env=task.environment.env)
+        local = LocalSandbox(folder, env=sandbox_env)
         async with local:
             if plan.kind == TEST_SH and not local.isolated:
                 raise CommandError(f"{task.path}: {NO_NAMESPACE_HINT}")

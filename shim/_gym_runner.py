@@ -49,11 +49,7 @@ def declared_parameters(function: Any) -> List[Parameter]:
     - anything else (``functools.partial``, a ``functools.wraps`` decorator, an object with
       ``__call__``, a bound method, a builtin): ``inspect.signature``, which unwraps.
     """
-    if (
-        type(function) is not _PLAIN_FUNCTION
-        or hasattr(function, "__wrapped__")
-        or hasattr(function, "__signature__")
-    ):
+    if type(function) is not _PLAIN_FUNCTION or hasattr(function, "__wrapped__") or hasattr(function, "__signature__"):
         from _gym_runner_rare import signature_parameters
 
         return signature_parameters(function)
@@ -218,13 +214,7 @@ def reward_json(result: Any) -> str:
         items = []
         for key, value in result.items():
             number = _simple_number(value)
-            simple_key = (
-                type(key) is str
-                and key.isascii()
-                and key.isprintable()
-                and '"' not in key
-                and "\\" not in key
-            )
+            simple_key = type(key) is str and key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
             if number is None or not simple_key:
                 break
             items.append(f'"{key}": {number}')

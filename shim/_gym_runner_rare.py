@@ -82,9 +82,7 @@ def rewards_from_result(result: Any) -> Dict[str, Any]:
         if not isinstance(key, str):
             raise VerifierError(f"verify returned a dict with the non-string key {key!r}; {expectation}")
         if not _finite(value):
-            raise VerifierError(
-                f"verify returned {type(value).__name__} {value!r} for {key!r}; {expectation}"
-            )
+            raise VerifierError(f"verify returned {type(value).__name__} {value!r} for {key!r}; {expectation}")
     if "reward" not in result and len(result) > 1:
         raise VerifierError(
             f"verify returned several keys ({', '.join(sorted(result))}) but no `reward`: name the score "
@@ -107,9 +105,7 @@ def print_error(error: VerifierError) -> None:
         import traceback
 
         shim = os.path.dirname(os.path.abspath(__file__))
-        runner_files = {
-            os.path.join(shim, name) for name in ("gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py")
-        }
+        runner_files = {os.path.join(shim, name) for name in ("gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py")}
         asyncio = sys.modules.get("asyncio")
         asyncio_dir = os.path.dirname(asyncio.__file__ or "") if asyncio is not None else None
         report = traceback.TracebackException(type(cause), cause, cause.__traceback__)

@@ -75,9 +75,7 @@ def _built(client: Any, tag: str, dockerfile: str) -> str:
     return tag
 
 
-def python_image(
-    client: Any, version: str, *, command: str = "python3"
-) -> Tuple[str, Dict[str, Dict[str, str]]]:
+def python_image(client: Any, version: str, *, command: str = "python3") -> Tuple[str, Dict[str, Dict[str, str]]]:
     """An image whose ``command`` (python3 or python) is pyenv's ``version``, and the volume it needs."""
     build = pyenv_build(version)
     binary = build / "bin" / f"python{version}"

@@ -21,7 +21,5 @@ def pyenv_python(version: str) -> Path:
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     matches = sorted((root / "versions").glob(f"{version}.*/bin/python{version}"))
     if not matches:
-        pytest.fail(
-            f"no pyenv build of Python {version} under {root}/versions (the machine provides 2.7 and 3.6-3.13)"
-        )
+        pytest.fail(f"no pyenv build of Python {version} under {root}/versions (the machine provides 2.7 and 3.6-3.13)")
     return matches[-1]

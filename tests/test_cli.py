@@ -15,9 +15,7 @@ GYM = str(Path(sys.executable).parent / "gym")
 
 
 def gym(*args: str, cwd: Path = EXAMPLES.parent) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [GYM, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120
-    )
+    return subprocess.run([GYM, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("example", ["answer-file", "async-metrics", "bash-test"])
@@ -28,9 +26,7 @@ def test_verify_an_example(example):
 
 
 def test_verify_with_a_response_file_json_or_text(tmp_path):
-    result = gym(
-        "verify", "examples/numeric-response", "--response", "examples/numeric-response/response.json"
-    )
+    result = gym("verify", "examples/numeric-response", "--response", "examples/numeric-response/response.json")
     assert result.stdout.startswith("reward 1 ")
     (tmp_path / "answer.md").write_text("The total is\n\n**Answer:** 4.2\n")
     result = gym("verify", "examples/numeric-response", "--response", str(tmp_path / "answer.md"))
@@ -121,16 +117,12 @@ def test_docker_needs_an_image(tmp_path):
 def test_verify_on_docker(docker_client):
     from images import base_image
 
-    result = gym(
-        "verify", "examples/bash-test", "--sandbox", "docker", "--image", base_image(docker_client), "--json"
-    )
+    result = gym("verify", "examples/bash-test", "--sandbox", "docker", "--image", base_image(docker_client), "--json")
     outcome = json.loads(result.stdout.splitlines()[-1])
     assert (outcome["reward"], outcome["failure_kind"], outcome["masked"]) == (1.0, None, False)
 
 
 @pytest.mark.docker
 def test_a_sandbox_that_cannot_start_is_an_error_not_a_score(docker_client):
-    result = gym(
-        "verify", "examples/bash-test", "--sandbox", "docker", "--image", "nemo-gym-test/no-such-image:0"
-    )
+    result = gym("verify", "examples/bash-test", "--sandbox", "docker", "--image", "nemo-gym-test/no-such-image:0")
     assert result.returncode == 1 and "cannot start a container" in result.stderr

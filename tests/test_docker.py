@@ -133,17 +133,13 @@ def _shell_task(tmp_path: Path, script: str) -> Path:
 
 def test_timeout_without_a_reward(docker_client, tmp_path):
     task = _shell_task(tmp_path, "sleep 30\n")
-    outcome = verify_in(
-        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
-    )
+    outcome = verify_in(base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1)
     assert outcome.failure_kind == VERIFIER_TIMEOUT and outcome.reward == 0.0
 
 
 def test_a_reward_written_before_the_timeout_stands(docker_client, tmp_path):
     task = _shell_task(tmp_path, "echo 0.5 > /logs/verifier/reward.txt\nsleep 30\n")
-    outcome = verify_in(
-        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
-    )
+    outcome = verify_in(base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1)
     assert outcome.failure_kind is None and outcome.reward == 0.5
 
 
@@ -152,9 +148,7 @@ def test_a_verifier_that_ignores_sigterm_is_still_stopped(docker_client, tmp_pat
 
     task = _shell_task(tmp_path, "trap '' TERM\nwhile true; do sleep 1; done\n")
     started = time.monotonic()
-    outcome = verify_in(
-        base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1
-    )
+    outcome = verify_in(base_image(docker_client), task, client=docker_client, workspace=tmp_path, timeout_sec=1)
     assert outcome.failure_kind == VERIFIER_TIMEOUT
     assert time.monotonic() - started < 25
 

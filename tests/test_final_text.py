@@ -60,9 +60,7 @@ def test_final_text(output, expected):
     assert final_text({"id": "resp", "output": output}) == expected
 
 
-@pytest.mark.parametrize(
-    "response", [None, "42", 42, [], {}, {"output": None}, {"output": "42"}, {"output": {}}]
-)
+@pytest.mark.parametrize("response", [None, "42", 42, [], {}, {"output": None}, {"output": "42"}, {"output": {}}])
 def test_odd_shapes_give_empty_text(response):
     assert final_text(response) == ""
 
@@ -71,9 +69,7 @@ json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda children: (
         st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.sampled_from(["type", "role", "content", "text", "phase", "output"]), children, max_size=4
-        )
+        | st.dictionaries(st.sampled_from(["type", "role", "content", "text", "phase", "output"]), children, max_size=4)
     ),
     max_leaves=20,
 )

@@ -39,9 +39,7 @@ def test_only_old_pythons(run_shim, tmp_path: Path):
     run = run_shim(VERIFIER, path=str(bin_dir))
     assert run.returncode != 0 and run.reward is None
     assert "is Python 3.7." in run.output and "is Python 2.7." in run.output
-    assert (
-        "no Python 3.8 or newer found" in run.output and "python3 is too old; python is too old" in run.output
-    )
+    assert "no Python 3.8 or newer found" in run.output and "python3 is too old; python is too old" in run.output
 
 
 def test_no_python_at_all(run_shim, tmp_path: Path):

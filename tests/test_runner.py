@@ -362,9 +362,7 @@ def test_task_data_is_not_read_when_not_declared(run_shim, tmp_path: Path):
 
 
 def test_task_data_defaults_to_empty_dict_without_file(run_shim):
-    run = run_shim(
-        "def verify(task_data):\n    return 1.0 if task_data == {} else 0.0\n", drop_task_data=True
-    )
+    run = run_shim("def verify(task_data):\n    return 1.0 if task_data == {} else 0.0\n", drop_task_data=True)
     assert run.reward == {"reward": 1.0}
 
 

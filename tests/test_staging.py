@@ -50,9 +50,7 @@ def test_identical_bytes_across_processes(tmp_path):
         """
     )
     outputs = [
-        subprocess.run(
-            [sys.executable, "-c", script], stdout=subprocess.PIPE, check=True, cwd=tmp_path
-        ).stdout
+        subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, check=True, cwd=tmp_path).stdout
         for _ in range(2)
     ]
     assert outputs[0] == outputs[1] == stage_archive(shim_files(b"def verify():\n    return 1\n", {"x": 1}))
@@ -75,9 +73,7 @@ def test_archive_members_are_sorted_and_fixed(tmp_path):
     ):
         assert name in archive, name
     assert archive["test.sh"].mode == 0o755
-    assert all(
-        m.mtime == 0 and m.uid == 0 and m.gid == 0 and (m.isfile() or m.isdir()) for m in archive.values()
-    )
+    assert all(m.mtime == 0 and m.uid == 0 and m.gid == 0 and (m.isfile() or m.isdir()) for m in archive.values())
     assert not any(m.name.startswith("/") or ".." in m.name.split("/") for m in archive.values())
 
 

@@ -88,9 +88,7 @@ def make_task(root: Path, files: Dict[str, str], task_toml: str = "") -> Path:
 
 
 def test_missing_reward(tmp_path):
-    task = make_task(
-        tmp_path / "task", {"tests/verifier.py": "def verify():\n    raise RuntimeError('nope')\n"}
-    )
+    task = make_task(tmp_path / "task", {"tests/verifier.py": "def verify():\n    raise RuntimeError('nope')\n"})
     outcome = verify_locally(task, tmp_path)
     assert outcome.failure_kind == MISSING_REWARD and outcome.reward == 0.0 and not outcome.masked
     assert "verify raised RuntimeError: nope" in outcome.stdout
@@ -99,16 +97,12 @@ def test_missing_reward(tmp_path):
 def test_invalid_reward_from_a_test_sh(tmp_path):
     task = make_task(tmp_path / "task", {"tests/test.sh": "echo nan > /logs/verifier/reward.txt\n"})
     if not namespaces_available():
-        pytest.fail(
-            "this machine kind provides bubblewrap (installed by .ci/run); the local sandbox needs it here"
-        )
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run); the local sandbox needs it here")
     assert verify_locally(task, tmp_path).failure_kind == INVALID_REWARD
 
 
 def test_timeout_without_a_reward(tmp_path):
-    task = make_task(
-        tmp_path / "task", {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"}
-    )
+    task = make_task(tmp_path / "task", {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"})
     started = time.monotonic()
     outcome = verify_locally(task, tmp_path, timeout_sec=1)
     assert outcome.failure_kind == VERIFIER_TIMEOUT
@@ -116,9 +110,7 @@ def test_timeout_without_a_reward(tmp_path):
 
 
 def test_a_reward_written_before_the_timeout_stands(tmp_path):
-    task = make_task(
-        tmp_path / "task", {"tests/test.sh": "echo 0.25 > /logs/verifier/reward.txt\nsleep 30\n"}
-    )
+    task = make_task(tmp_path / "task", {"tests/test.sh": "echo 0.25 > /logs/verifier/reward.txt\nsleep 30\n"})
     outcome = verify_locally(task, tmp_path, timeout_sec=1)
     assert (outcome.reward, outcome.failure_kind) == (0.25, None)
 
@@ -222,9 +214,7 @@ def test_round_trips_do_not_grow_with_the_file_count(tmp_path, kind):
     for file_count in (2, 200):
         files = {f"tests/data/{index}.txt": str(index) for index in range(file_count)}
         if kind == "test.sh":
-            files["tests/test.sh"] = (
-                "cat /tests/data/*.txt > /dev/null && echo 1 > /logs/verifier/reward.txt\n"
-            )
+            files["tests/test.sh"] = "cat /tests/data/*.txt > /dev/null && echo 1 > /logs/verifier/reward.txt\n"
         else:
             files["tests/verifier.py"] = (
                 "import pathlib\ndef verify():\n    return len(list(pathlib.Path(__file__).parent.glob('data/*.txt')))\n"
@@ -245,11 +235,7 @@ def test_round_trips_do_not_grow_with_the_file_count(tmp_path, kind):
     assert counts[0] == counts[1] == ["upload", "exec", "exec", "exec"]
 
 
-def _sandbox_folders() -> set:
-    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("nemo-gym-")}
-
-
-def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path):
+def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path, monkeypatch):
     marker = f"nemo-gym-leak-probe-{os.getpid()}"
     task = make_task(
         tmp_path / "task",
@@ -264,7 +250,9 @@ def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path):
         },
     )
     loaded = load_task(task)
-    before = _sandbox_folders()
+    private_tmp = tmp_path / "tmp"  # a temporary folder of this test's own: other runs cannot blur the count
+    private_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
 
     async def one(index: int) -> VerificationOutcome:
         workspace = tmp_path / "workspaces" / str(index)
@@ -281,7 +269,7 @@ def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path):
     assert all(outcome.failure_kind is None for outcome in outcomes)
     for index in range(200):
         assert (tmp_path / "workspaces" / str(index) / "seen.txt").read_text() == str(index)
-    assert _sandbox_folders() == before, "temporary folders leaked"
+    assert os.listdir(private_tmp) == [], "temporary folders leaked"
     if namespaces_available():  # each sandbox's PID namespace dies with it: nothing is left running
         leftover = subprocess.run(["pgrep", "-f", marker], stdout=subprocess.PIPE).stdout.split()
         assert leftover == [], "processes leaked"

@@ -24,7 +24,6 @@ def alternatives(expected: Any, kinds: Tuple[type, ...], function: str, hint: st
     for item in items:
         if isinstance(item, bool) or not isinstance(item, kinds):
             raise TypeError(
-                f"{function}(): expected must be {hint} or a list/tuple/set of them, "
-                f"got {type(item).__name__} {item!r}"
+                f"{function}(): expected must be {hint} or a list/tuple/set of them, got {type(item).__name__} {item!r}"
             )
     return items

@@ -11,9 +11,7 @@ def _is_assistant_message(item: Any) -> bool:
     # A serialized output item always has a type; an item without one is read as a message, as the
     # Responses API reads an input item written as {"role": ..., "content": ...}.
     return (
-        isinstance(item, dict)
-        and item.get("type", "message") == "message"
-        and item.get("role") in (None, "assistant")
+        isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") in (None, "assistant")
     )
 
 

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
-_FILE_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-)
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
 def _relative_parts(path: StrPath, function: str) -> List[str]:
@@ -99,9 +97,7 @@ def file_exists(workspace: StrPath, path: StrPath) -> bool:
     return True
 
 
-def text_file_equals(
-    workspace: StrPath, path: StrPath, expected: str, *, strip_trailing_newline: bool = True
-) -> bool:
+def text_file_equals(workspace: StrPath, path: StrPath, expected: str, *, strip_trailing_newline: bool = True) -> bool:
     """Whether the file's text equals ``expected`` exactly (``read_text`` semantics).
 
     With ``strip_trailing_newline``, one trailing newline is dropped from ``expected`` too, so

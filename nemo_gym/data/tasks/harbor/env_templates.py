@@ -8,11 +8,17 @@ gives ``""``). A missing required variable is an error that names it, raised bef
 from __future__ import annotations
 
 import re
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Optional
 
 from nemo_gym.data.tasks.harbor.task import TaskError
 
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
+
+
+def template_name(value: str) -> Optional[str]:
+    """The variable a whole-value template names, ``None`` for a literal value."""
+    match = _TEMPLATE.fullmatch(value)
+    return None if match is None else match.group(1)
 
 
 def resolve_env(env: Mapping[str, str], source: Mapping[str, str], *, where: str) -> Dict[str, str]:
@@ -28,7 +34,6 @@ def resolve_env(env: Mapping[str, str], source: Mapping[str, str], *, where: str
             resolved[key] = match.group(2)
         else:
             raise TaskError(
-                f"{where}: {key} = {value!r} needs the environment variable {match.group(1)}, "
-                "which is not set"
+                f"{where}: {key} = {value!r} needs the environment variable {match.group(1)}, which is not set"
             )
     return resolved

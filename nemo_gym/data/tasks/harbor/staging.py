@@ -100,9 +100,7 @@ def task_test_files(tests_dir: Path) -> List[ShimFile]:
             relative = path.relative_to(root).as_posix()
             resolved = Path(os.path.realpath(path))
             if os.path.commonpath([str(task_root), str(resolved)]) != str(task_root):
-                raise StagingError(
-                    f"tests/{relative} is a symlink leading out of the task folder ({resolved})"
-                )
+                raise StagingError(f"tests/{relative} is a symlink leading out of the task folder ({resolved})")
             if name in subfolders:
                 if path.is_symlink():
                     raise StagingError(f"tests/{relative} is a symlinked folder; stage real folders only")
@@ -156,9 +154,7 @@ def lay_out(folder: Path, files: Iterable[ShimFile]) -> None:
 def _check_name(name: str) -> None:
     parts = name.split("/")
     if not name or name.startswith("/") or "\\" in name or any(part in ("", ".", "..") for part in parts):
-        raise StagingError(
-            f"refusing to stage {name!r}: member names must be plain relative paths inside /tests"
-        )
+        raise StagingError(f"refusing to stage {name!r}: member names must be plain relative paths inside /tests")
 
 
 def _folders(files: Iterable[ShimFile]) -> List[str]:
@@ -175,9 +171,7 @@ def _tar_blocks(files: Iterable[ShimFile], skip_folders: Iterable[str] = ()) -> 
     for file in files:
         _check_name(file.name)
     skipped = set(skip_folders)
-    members: List[Tuple[str, Optional[ShimFile]]] = [
-        (name, None) for name in _folders(files) if name not in skipped
-    ]
+    members: List[Tuple[str, Optional[ShimFile]]] = [(name, None) for name in _folders(files) if name not in skipped]
     members.extend((file.name, file) for file in files)
     members.sort(key=lambda member: member[0])
     blocks: List[bytes] = []

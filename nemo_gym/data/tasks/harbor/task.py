@@ -1,4 +1,9 @@
-"""Loading a Harbor task folder: ``task.toml`` into plain typed values, and the task's fields.
+"""Loading Harbor task folders and datasets into plain typed values.
+
+A task folder holds ``task.toml`` (optional), ``task_data.json`` (optional), ``tests/``,
+``environment/``, ``solution/`` and, for multi-step tasks, ``steps/<name>/``. A dataset is a folder of
+task folders with an optional ``dataset.toml`` and an optional root ``verifier.py``; it may also hold
+parameterized rows (``rows.jsonl``: each line one task, graded by the root ``verifier.py``).
 
 Unknown keys are ignored, as Harbor's models ignore them; a known key of the wrong type, or a file
 that does not parse, is a ``TaskError`` whose one sentence names the file and the key.
@@ -7,18 +12,26 @@ that does not parse, is a ``TaskError`` whose one sentence names the file and th
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.8-3.10 by the nox matrix
     import tomli as tomllib
 
-# Harbor's VerifierConfig.timeout_sec default.
+User = Union[str, int]
+
+# Harbor's VerifierConfig.timeout_sec and VerifierCollectConfig.timeout_sec defaults.
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
+DEFAULT_COLLECT_TIMEOUT_SEC = 60.0
+ENVIRONMENT_MODES = ("shared", "separate")
+# Files the verifier writes into /logs/verifier: never a sidecar input, or a planted one would stand.
+GRADER_OUTPUTS = ("reward.json", "reward.txt", "test-stdout.txt")
+ROWS_FILE = "rows.jsonl"
 
 
 class TaskError(ValueError):
@@ -26,74 +39,204 @@ class TaskError(ValueError):
 
 
 @dataclass(frozen=True)
-class VerifierConfig:
-    """``[verifier]``: how long, as whom and with what environment ``test.sh`` runs."""
+class CollectHook:
+    """One ``[[verifier.collect]]`` hook: run before the verifier's folders are emptied, best effort."""
 
-    timeout_sec: float = DEFAULT_VERIFIER_TIMEOUT_SEC
-    env: Dict[str, str] = field(default_factory=dict)
-    user: Optional[Union[str, int]] = None
+    command: str
+    service: str = "main"
+    timeout_sec: float = DEFAULT_COLLECT_TIMEOUT_SEC
+    user: Optional[User] = None
 
 
 @dataclass(frozen=True)
 class EnvironmentConfig:
-    """``[environment]``: the sandbox's image, working directory and environment."""
+    """An environment table (``[environment]`` or ``[verifier.environment]``); ``table`` is all of it."""
 
     docker_image: Optional[str] = None
     workdir: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)
+    table: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """``[verifier]`` (or a step's ``[steps.verifier]``)."""
+
+    timeout_sec: float = DEFAULT_VERIFIER_TIMEOUT_SEC
+    env: Dict[str, str] = field(default_factory=dict)
+    user: Optional[User] = None
+    environment_mode: Optional[str] = None
+    environment: Optional[EnvironmentConfig] = None
+    collect: Tuple[CollectHook, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """One ``[[steps]]`` entry of a multi-step task."""
+
+    name: str
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
 
 
 @dataclass(frozen=True)
 class Task:
-    """A loaded task folder."""
+    """A loaded task: its folder, settings, fields and what its dataset adds."""
 
+    id: str
     path: Path
-    verifier: VerifierConfig
-    environment: EnvironmentConfig
-    task_data: Dict[str, Any]
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
+    agent_user: Optional[User] = None
+    steps: Tuple[StepConfig, ...] = ()
+    task_data: Dict[str, Any] = field(default_factory=dict)
     dataset_root: Optional[Path] = None
+    timeout_multiplier: float = 1.0
+    inputs: Tuple[str, ...] = ()
+    config: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timeout_sec(self) -> float:
+        """The verifier's timeout: ``[verifier].timeout_sec`` times the dataset's multiplier."""
+        return self.verifier.timeout_sec * self.timeout_multiplier
+
+    def step(self, name: str) -> StepConfig:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        known = ", ".join(step.name for step in self.steps) or "none"
+        raise TaskError(f"{self.path / 'task.toml'}: no step named {name!r} (steps: {known})")
 
 
-def _table(config: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = config.get(key, {})
-    if not isinstance(value, dict):
-        raise TaskError(f"{where}: [{key}] must be a table")
+# --- reading TOML tables -------------------------------------------------------------------------
+
+
+def read_toml(path: Path) -> Dict[str, Any]:
+    try:
+        config: Dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise TaskError(f"{path}: not valid TOML ({error})") from None
+    return config
+
+
+def _table(parent: Mapping[str, Any], key: str, where: str, name: str) -> Optional[Dict[str, Any]]:
+    value = parent.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise TaskError(f"{where}: {name} must be a table")
     return value
 
 
-def _string_map(value: Any, where: str, key: str) -> Dict[str, str]:
+def _string_map(value: Any, where: str, name: str) -> Dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
-        raise TaskError(f"{where}: {key} must be a table of strings")
+    if not isinstance(value, dict):
+        raise TaskError(f"{where}: {name} must be a table of strings")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise TaskError(f"{where}: {name}.{key} must be a string, not {item!r}")
     return dict(value)
 
 
-def _optional_string(value: Any, where: str, key: str) -> Optional[str]:
+def _optional_string(value: Any, where: str, name: str) -> Optional[str]:
     if value is not None and not isinstance(value, str):
-        raise TaskError(f"{where}: {key} must be a string")
+        raise TaskError(f"{where}: {name} must be a string, not {value!r}")
     return value
 
 
-def _verifier(table: Mapping[str, Any], where: str) -> VerifierConfig:
-    timeout = table.get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise TaskError(f"{where}: verifier.timeout_sec must be a positive number, not {timeout!r}")
-    user = table.get("user")
-    if user is not None and (isinstance(user, bool) or not isinstance(user, (str, int))):
-        raise TaskError(f"{where}: verifier.user must be a name or a TOML integer uid, not {user!r}")
-    return VerifierConfig(float(timeout), _string_map(table.get("env"), where, "verifier.env"), user)
+def _number(value: Any, where: str, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise TaskError(f"{where}: {name} must be a positive number, not {value!r}")
+    return float(value)
 
 
-def _environment(table: Mapping[str, Any], where: str) -> EnvironmentConfig:
-    workdir = _optional_string(table.get("workdir"), where, "environment.workdir")
+def _user(value: Any, where: str, name: str) -> Optional[User]:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+        raise TaskError(f"{where}: {name} must be a user name or a TOML integer uid, not {value!r}")
+    if isinstance(value, str) and not value:
+        raise TaskError(f"{where}: {name} must not be empty")
+    return value
+
+
+def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str) -> EnvironmentConfig:
+    table = dict(table or {})
+    workdir = _optional_string(table.get("workdir"), where, f"{name}.workdir")
     if workdir is not None and not workdir.startswith("/"):
-        raise TaskError(f"{where}: environment.workdir must be an absolute path, not {workdir!r}")
+        raise TaskError(f"{where}: {name}.workdir must be an absolute path, not {workdir!r}")
     return EnvironmentConfig(
-        _optional_string(table.get("docker_image"), where, "environment.docker_image"),
-        workdir,
-        _string_map(table.get("env"), where, "environment.env"),
+        docker_image=_optional_string(table.get("docker_image"), where, f"{name}.docker_image"),
+        workdir=workdir,
+        env=_string_map(table.get("env"), where, f"{name}.env"),
+        table=table,
     )
+
+
+def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TaskError(f"{where}: {name} must be an array of tables ([[{name}]])")
+    hooks = []
+    for index, item in enumerate(value):
+        key = f"{name}[{index}]"
+        command = item.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise TaskError(f"{where}: {key}.command must be a non-empty string")
+        service = item.get("service", "main")
+        if service != "main":
+            raise TaskError(
+                f"{where}: {key}.service = {service!r}: hooks on Compose sidecars need a Compose "
+                "sandbox, which this server does not run; only 'main' is supported"
+            )
+        timeout = item.get("timeout_sec", DEFAULT_COLLECT_TIMEOUT_SEC)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise TaskError(f"{where}: {key}.timeout_sec must be a number >= 0, not {timeout!r}")
+        hooks.append(CollectHook(command, service, float(timeout), _user(item.get("user"), where, f"{key}.user")))
+    return tuple(hooks)
+
+
+def verifier_config(table: Optional[Mapping[str, Any]], where: str, name: str) -> VerifierConfig:
+    """A ``[verifier]``-shaped table; ``shared`` beside an environment table is refused, as Harbor does."""
+    table = table or {}
+    mode = table.get("environment_mode")
+    if mode is not None and mode not in ENVIRONMENT_MODES:
+        raise TaskError(f"{where}: {name}.environment_mode must be 'shared' or 'separate', not {mode!r}")
+    environment_table = _table(table, "environment", where, f"[{name}.environment]")
+    if mode == "shared" and environment_table is not None:
+        raise TaskError(
+            f"{where}: {name}.environment_mode = 'shared' beside a [{name}.environment] table: "
+            "a verifier environment is only for separate mode"
+        )
+    return VerifierConfig(
+        timeout_sec=_number(table.get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC), where, f"{name}.timeout_sec"),
+        env=_string_map(table.get("env"), where, f"{name}.env"),
+        user=_user(table.get("user"), where, f"{name}.user"),
+        environment_mode=mode,
+        environment=None
+        if environment_table is None
+        else environment_config(environment_table, where, f"{name}.environment"),
+        collect=_collect(table.get("collect"), where, f"{name}.collect"),
+    )
+
+
+def _steps(value: Any, path: Path, where: str) -> Tuple[StepConfig, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TaskError(f"{where}: steps must be an array of tables ([[steps]])")
+    steps = []
+    for index, item in enumerate(value):
+        name = item.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+            raise TaskError(f"{where}: steps[{index}].name must be a folder name under steps/, not {name!r}")
+        if not (path / "steps" / name).is_dir():
+            raise TaskError(f"{where}: steps[{index}].name = {name!r} but {path / 'steps' / name} is not a folder")
+        table = _table(item, "verifier", where, f"steps[{index}].verifier")
+        steps.append(StepConfig(name, verifier_config(table, where, f"steps[{index}].verifier")))
+    if len({step.name for step in steps}) != len(steps):
+        raise TaskError(f"{where}: two [[steps]] share a name")
+    return tuple(steps)
+
+
+# --- task_data and sidecar inputs ----------------------------------------------------------------
 
 
 def read_json_object(path: Path, what: str) -> Dict[str, Any]:
@@ -107,30 +250,170 @@ def read_json_object(path: Path, what: str) -> Dict[str, Any]:
     return value
 
 
-def load_task(task_dir: Union[str, Path], *, dataset_root: Optional[Path] = None) -> Task:
-    """The task in ``task_dir``: its ``task.toml`` (optional) and ``task_data.json`` (optional).
+def read_secrets(path: Path) -> Dict[str, str]:
+    """A secrets table from a ``.json`` object or a ``.toml`` file: names to string values."""
+    if path.suffix == ".json":
+        table: Dict[str, Any] = read_json_object(path, "secrets")
+    else:
+        table = read_toml(path)
+    for key, value in table.items():
+        if not isinstance(value, str):
+            raise TaskError(f"{path}: the secret {key} must be a string")
+    return dict(table)
 
-    ``dataset_root`` defaults to the folder holding the task when that folder has a ``verifier.py``.
+
+def validate_inputs(entries: Any, where: str, name: str) -> Tuple[str, ...]:
+    """Declared sidecar inputs: plain top-level file names, never a grader output."""
+    if not isinstance(entries, list):
+        raise TaskError(f"{where}: {name} must be an array of file names")
+    for entry in entries:
+        plain = (
+            isinstance(entry, str) and entry not in ("", ".", "..") and not any(char in entry for char in "/\\*?[\0")
+        )
+        if not plain:
+            raise TaskError(f"{where}: {name} entry {entry!r} is not a plain top-level file name")
+        if entry in GRADER_OUTPUTS:
+            raise TaskError(f"{where}: {name} entry {entry!r} is a grader output, not an input")
+    return tuple(entries)
+
+
+# --- datasets ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A folder of tasks: ``dataset.toml`` settings, task folders, parameterized rows."""
+
+    root: Path
+    timeout_multiplier: float = 1.0
+    inputs: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    folders: Tuple[str, ...] = ()
+    rows: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def task_ids(self) -> Tuple[str, ...]:
+        return (*self.folders, *self.rows)
+
+    def task(self, task_id: str) -> Task:
+        """The task ``task_id``: a task folder, or a parameterized row."""
+        if task_id in self.rows:
+            return _load(self.root, task_id, self, self.rows[task_id])
+        if task_id in self.folders:
+            return _load(self.root / task_id, task_id, self, None)
+        raise TaskError(f"{self.root}: no task or row named {task_id!r}")
+
+
+def is_task_folder(path: Path) -> bool:
+    return path.is_dir() and any((path / name).exists() for name in ("task.toml", "tests", "task_data.json"))
+
+
+def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
+    rows: Dict[str, Dict[str, Any]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise TaskError(f"{path}: cannot read it ({error})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise TaskError(f"{path}: line {number} is not valid JSON ({error})") from None
+        if not isinstance(row, dict):
+            raise TaskError(f"{path}: line {number} must be a JSON object")
+        row_id = row.get("id", f"row-{number}")
+        if not isinstance(row_id, str) or not row_id or "/" in row_id:
+            raise TaskError(f"{path}: line {number}: id must be a non-empty string without '/', not {row_id!r}")
+        if row_id in rows:
+            raise TaskError(f"{path}: line {number}: the id {row_id!r} is already taken")
+        rows[row_id] = row
+    return rows
+
+
+def load_dataset(root: Union[str, Path]) -> Dataset:
+    """The dataset in ``root``: its ``dataset.toml``, task folders and ``rows.jsonl`` rows."""
+    path = Path(root).resolve()
+    if not path.is_dir():
+        raise TaskError(f"{root}: not a dataset folder")
+    multiplier, inputs = 1.0, {}
+    settings_path = path / "dataset.toml"
+    if settings_path.exists():
+        settings = read_toml(settings_path)
+        where = str(settings_path)
+        multiplier = _number(settings.get("timeout_multiplier", 1.0), where, "timeout_multiplier")
+        gym = _table(settings, "gym", where, "[gym]") or {}
+        tasks = _table(gym, "tasks", where, "[gym.tasks]") or {}
+        for task_id, table in tasks.items():
+            if not isinstance(table, dict):
+                raise TaskError(f'{where}: gym.tasks."{task_id}" must be a table')
+            verifier = _table(table, "verifier", where, f'[gym.tasks."{task_id}".verifier]') or {}
+            if "inputs" in verifier:
+                inputs[task_id] = validate_inputs(verifier["inputs"], where, f'gym.tasks."{task_id}".verifier.inputs')
+    folders = tuple(sorted(p.name for p in path.iterdir() if not p.name.startswith(".") and is_task_folder(p)))
+    rows = _rows(path / ROWS_FILE) if (path / ROWS_FILE).exists() else {}
+    if rows and not (path / "verifier.py").is_file():
+        raise TaskError(f"{path / ROWS_FILE}: rows are graded by the dataset's verifier.py, which is missing")
+    clash = set(rows) & set(folders)
+    if clash:
+        raise TaskError(f"{path / ROWS_FILE}: the row id {sorted(clash)[0]!r} is also a task folder")
+    return Dataset(path, multiplier, inputs, folders, rows)
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+
+
+def _load(path: Path, task_id: str, dataset: Optional[Dataset], row: Optional[Dict[str, Any]]) -> Task:
+    config: Dict[str, Any] = {}
+    toml_path = path / "task.toml"
+    if row is None and toml_path.exists():
+        config = read_toml(toml_path)
+    where = str(toml_path)
+    if row is not None:
+        task_data = dict(row)
+    elif (path / "task_data.json").exists():
+        task_data = read_json_object(path / "task_data.json", "task_data")
+    else:
+        task_data = {}
+    agent = _table(config, "agent", where, "[agent]") or {}
+    return Task(
+        id=task_id,
+        path=path,
+        verifier=verifier_config(_table(config, "verifier", where, "[verifier]"), where, "verifier"),
+        environment=environment_config(_table(config, "environment", where, "[environment]"), where, "environment"),
+        agent_user=_user(agent.get("user"), where, "agent.user"),
+        steps=_steps(config.get("steps"), path, where),
+        task_data=task_data,
+        dataset_root=dataset.root if dataset is not None else None,
+        timeout_multiplier=dataset.timeout_multiplier if dataset is not None else 1.0,
+        inputs=dataset.inputs.get(task_id, ()) if dataset is not None else (),
+        config=config,
+    )
+
+
+def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None) -> Task:
+    """The task in ``task_dir``, with what its dataset (the folder holding it) adds.
+
+    ``task_dir`` may also be a dataset with ``rows.jsonl``: ``row`` then names the row.
     """
     path = Path(task_dir).resolve()
     if not path.is_dir():
         raise TaskError(f"{task_dir}: not a task folder")
-    config: Dict[str, Any] = {}
-    toml_path = path / "task.toml"
-    if toml_path.exists():
-        try:
-            config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            raise TaskError(f"{toml_path}: not valid TOML ({error})") from None
-    where = str(toml_path)
-    data_path = path / "task_data.json"
-    task_data = read_json_object(data_path, "task_data") if data_path.exists() else {}
-    if dataset_root is None and (path.parent / "verifier.py").is_file():
-        dataset_root = path.parent
-    return Task(
-        path=path,
-        verifier=_verifier(_table(config, "verifier", where), where),
-        environment=_environment(_table(config, "environment", where), where),
-        task_data=task_data,
-        dataset_root=dataset_root,
-    )
+    if (path / ROWS_FILE).exists():
+        rows = load_dataset(path)
+        if row is None:
+            raise TaskError(f"{path}: a dataset of {len(rows.rows)} parameterized rows; name one (gym verify --row ID)")
+        if row not in rows.rows:
+            raise TaskError(f"{path / ROWS_FILE}: no row with id {row!r}")
+        return rows.task(row)
+    if row is not None:
+        raise TaskError(f"{path}: has no {ROWS_FILE}, so there is no row {row!r}")
+    parent = path.parent
+    is_dataset = (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file()
+    dataset = load_dataset(parent) if is_dataset else None
+    return _load(path, path.name, dataset, None)
+
+
+def task_ids(root: Union[str, Path]) -> List[str]:
+    """The ids of a dataset's tasks (folders, then rows)."""
+    return list(load_dataset(root).task_ids)

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 import os
 import shlex
 import tarfile
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
 from nemo_gym.data.tasks.harbor.rewards import RewardOutcome, read_reward
 from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout, Sandbox, SandboxError, User
-from nemo_gym.data.tasks.harbor.staging import stage_archive, stage_shim, task_test_files
-from nemo_gym.data.tasks.harbor.task import Task, TaskError
+from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive, stage_shim, task_test_files
+from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError
+from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
 
 TEST_SH, PYTHON = "test.sh", "verifier.py"
+LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
 # in-sandbox `timeout` should always fire first; the host's only catches a sandbox that hangs.
 KILL_AFTER_SEC = 5
@@ -62,26 +66,33 @@ def masked(reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
 
 @dataclass(frozen=True)
 class VerifierChoice:
-    """Which verifier grades a task: its own ``tests/test.sh``, or a Python ``verifier.py``."""
+    """Which verifier grades a task: a ``test.sh``, or a Python ``verifier.py``, and the test folders."""
 
     kind: str
-    tests_dir: Optional[Path]
+    tests_dirs: Tuple[Path, ...]
     verifier_path: Optional[Path] = None
 
 
-def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None) -> VerifierChoice:
-    """``tests/test.sh`` wins when it exists; else ``tests/verifier.py``; a task without ``tests/``
-    uses the dataset root's ``verifier.py``."""
-    tests = task_dir / "tests"
-    if tests.is_dir():
-        if (tests / "test.sh").is_file():
-            return VerifierChoice(TEST_SH, tests)
-        if (tests / "verifier.py").is_file():
-            return VerifierChoice(PYTHON, tests, tests / "verifier.py")
-        raise TaskError(f"{tests}: holds neither test.sh nor verifier.py")
-    if dataset_root is not None and (dataset_root / "verifier.py").is_file():
-        return VerifierChoice(PYTHON, None, dataset_root / "verifier.py")
-    raise TaskError(f"{task_dir}: has no tests/ folder and no dataset verifier.py beside it")
+def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None, step: Optional[str] = None) -> VerifierChoice:
+    """``test.sh`` wins when it exists; else ``verifier.py``; a single-step task without ``tests/``
+    uses the dataset root's ``verifier.py``.
+
+    For a step, ``steps/<step>/tests/`` lies over the task's ``tests/`` (its files win), as Harbor
+    uploads one and then the other into ``/tests``.
+    """
+    folders = [task_dir / "tests"] + ([task_dir / "steps" / step / "tests"] if step else [])
+    folders = [folder for folder in folders if folder.is_dir()]
+    if folders:
+        if any((folder / "test.sh").is_file() for folder in folders):
+            return VerifierChoice(TEST_SH, tuple(folders))
+        for folder in reversed(folders):
+            if (folder / "verifier.py").is_file():
+                return VerifierChoice(PYTHON, tuple(folders), folder / "verifier.py")
+        raise TaskError(f"{' and '.join(map(str, folders))}: holds neither test.sh nor verifier.py")
+    if step is None and dataset_root is not None and (dataset_root / "verifier.py").is_file():
+        return VerifierChoice(PYTHON, (), dataset_root / "verifier.py")
+    where = f"{task_dir}/steps/{step}" if step else str(task_dir)
+    raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it")
 
 
 @dataclass(frozen=True)
@@ -94,32 +105,78 @@ class VerificationPlan:
     env: Dict[str, str]
     user: Optional[User] = None
     inputs: Tuple[str, ...] = ()
+    collect: Tuple[CollectHook, ...] = ()
+    secrets: Tuple[str, ...] = field(default=(), repr=False)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value replaced: secrets never reach any output."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 def plan_verification(
     task: Task,
     *,
+    step: Optional[str] = None,
     response: Optional[Mapping[str, Any]] = None,
     task_data: Optional[Mapping[str, Any]] = None,
     timeout_sec: Optional[float] = None,
+    secrets: Optional[Mapping[str, str]] = None,
     host_env: Optional[Mapping[str, str]] = None,
 ) -> VerificationPlan:
-    """The plan for verifying ``task``; ``TaskError`` for anything that cannot run (before any sandbox)."""
-    choice = choose_verifier(task.path, task.dataset_root)
-    task_files = task_test_files(choice.tests_dir) if choice.tests_dir is not None else []
+    """The plan for verifying ``task`` (or one of its steps); ``TaskError`` for anything that cannot
+    run, raised before any sandbox starts.
+
+    A step's ``[steps.verifier]`` falls back as Harbor's does: its env lies over ``[verifier].env``,
+    its user defaults to ``[verifier].user``, its timeout to 600 s (never the task's). Secrets fill
+    ``${NAME}`` templates in the verifier env tables only, and win over the host environment.
+    """
+    where = f"{task.path / 'task.toml'} [verifier].env"
+    if step is None:
+        if task.steps:
+            names = ", ".join(item.name for item in task.steps)
+            raise TaskError(f"{task.path}: a multi-step task; name the step to verify (steps: {names})")
+        config, env_table, hooks = task.verifier, dict(task.verifier.env), task.verifier.collect
+        mode = verifier_mode(task)
+    else:
+        config = task.step(step).verifier
+        env_table = {**task.verifier.env, **config.env}
+        hooks = task.verifier.collect + config.collect
+        mode = step_verifier_mode(task, step)
+    if mode == "separate":
+        raise TaskError(
+            f"{task.path / 'task.toml'}: the verifier runs in a separate environment, which this server "
+            "starts only with its separate-verifier support; gym verify runs shared-mode verifiers"
+        )
+    choice = choose_verifier(task.path, task.dataset_root, step)
+    merged: Dict[str, ShimFile] = {}
+    for folder in choice.tests_dirs:
+        merged.update((file.name, file) for file in task_test_files(folder))
+    task_files = [merged[name] for name in sorted(merged)]
     if choice.kind == TEST_SH:
         archive = stage_archive(task_files)
     else:
         assert choice.verifier_path is not None
         data = task.task_data if task_data is None else task_data
         archive = stage_shim(choice.verifier_path.read_bytes(), data, response, task_files)
-    env = resolve_env(task.verifier.env, os.environ if host_env is None else host_env, where="[verifier].env")
+    secrets = dict(secrets or {})
+    source = {**(os.environ if host_env is None else host_env), **secrets}
+    env = resolve_env(env_table, source, where=where)
+    used_secrets = tuple(value for key, value in env.items() if value and _template_name(env_table[key]) in secrets)
+    user = config.user if config.user is not None else task.verifier.user
+    if user is None and task.agent_user is not None:
+        user = "root"  # the contract: no record of the image's user and [agent].user set
+    seconds = timeout_sec if timeout_sec is not None else config.timeout_sec * task.timeout_multiplier
     return VerificationPlan(
         kind=choice.kind,
         archive=archive,
-        timeout_sec=timeout_sec if timeout_sec is not None else task.verifier.timeout_sec,
+        timeout_sec=seconds,
         env=env,
-        user=task.verifier.user,
+        user=user,
+        inputs=task.inputs,
+        collect=hooks,
+        secrets=used_secrets,
     )
 
 
@@ -134,8 +191,7 @@ def prepare_command(sandbox: Sandbox, stage: str, inputs: Sequence[str]) -> str:
     keep = " ".join(f"! \\( -type f -name {shlex.quote(name)} \\)" for name in inputs)
     return "\n".join(
         [
-            "command -v timeout >/dev/null 2>&1 || "
-            f'{{ echo "the image has no timeout"; exit {_NO_VERIFIER_TOOL}; }}',
+            f'command -v timeout >/dev/null 2>&1 || {{ echo "the image has no timeout"; exit {_NO_VERIFIER_TOOL}; }}',
             "for tool in tar gzip find; do command -v $tool >/dev/null 2>&1 || "
             f'{{ echo "the image has no $tool"; exit {_NO_PROVIDER_TOOL}; }}; done',
             "set -e",
@@ -170,13 +226,10 @@ def collect_command(sandbox: Sandbox) -> str:
             "out=$(mktemp -d); trap 'rm -rf -- \"$out\"' EXIT",
             f"cd {shlex.quote(sandbox.logs_dir)}",
             "for f in reward.json reward.txt; do",
-            '  if [ -f "$f" ] && [ ! -L "$f" ]; then head -c '
-            + str(MAX_REWARD_BYTES + 1)
-            + ' -- "$f" > "$out/$f"',
+            '  if [ -f "$f" ] && [ ! -L "$f" ]; then head -c ' + str(MAX_REWARD_BYTES + 1) + ' -- "$f" > "$out/$f"',
             '  elif [ -e "$f" ] || [ -L "$f" ]; then mkdir "$out/$f"; fi',
             "done",
-            "if [ -f test-stdout.txt ]; then "
-            f'tail -c {STDOUT_TAIL_BYTES} test-stdout.txt > "$out/test-stdout.txt"; fi',
+            f'if [ -f test-stdout.txt ]; then tail -c {STDOUT_TAIL_BYTES} test-stdout.txt > "$out/test-stdout.txt"; fi',
             'tar -C "$out" -czf - . | base64',
         ]
     )
@@ -211,8 +264,35 @@ def _mask_for_prepare(return_code: int, output: str) -> VerificationOutcome:
 
 
 async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
-    """Stages the plan's archive over /tests, runs test.sh from the sandbox's workdir under its
-    timeout, and reads the rewards."""
+    """Runs the collect hooks, stages the plan's archive over /tests, runs test.sh from the sandbox's
+    workdir under its timeout, and reads the rewards. Secret values never reach the outcome."""
+    if isinstance(plan.user, str) and ":" in plan.user and not getattr(sandbox, "supports_user_groups", False):
+        raise TaskError(
+            f"[verifier].user = {plan.user!r}: a user with a group (name:group) works on the Docker sandbox only"
+        )
+    await run_collect_hooks(plan.collect, sandbox)
+    outcome = await _run(plan, sandbox)
+    return replace(outcome, stdout=plan.redact(outcome.stdout), detail=plan.redact(outcome.detail))
+
+
+async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> None:
+    """``[[verifier.collect]]`` hooks, in order, before the verifier's folders are emptied.
+
+    Best effort, as Harbor runs them: a failure, a timeout or a lost sandbox is logged, never fatal.
+    A timeout below one second means none (Harbor passes ``int(timeout_sec)``).
+    """
+    for hook in hooks:
+        seconds = int(hook.timeout_sec) or None
+        try:
+            result = await sandbox.exec(hook.command, cwd=sandbox.workdir, timeout_s=seconds, user=hook.user)
+        except SandboxError as error:
+            LOGGER.warning("collect hook %r failed: %s", hook.command, error)
+            continue
+        if result.return_code != 0:
+            LOGGER.warning("collect hook %r exited with %d: %s", hook.command, result.return_code, result.stderr[-500:])
+
+
+async def _run(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
     stage = f"{sandbox.tmp_dir}/nemo-gym-stage-{uuid.uuid4().hex}.tgz"
     env = dict(plan.env)
     if sandbox.logs_dir != "/logs/verifier":

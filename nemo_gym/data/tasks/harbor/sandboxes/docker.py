@@ -48,6 +48,7 @@ class DockerSandbox:
     """
 
     admin_user: Optional[User] = "root"
+    supports_user_groups = True  # docker exec -u accepts name:group
     tests_dir = "/tests"
     logs_dir = "/logs/verifier"
     tmp_dir = "/tmp"
@@ -129,9 +130,7 @@ class DockerSandbox:
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
     ) -> ExecResult:
-        return await self._exec_argv(
-            ["bash", "-c", command], cwd=cwd, env=env, timeout_s=timeout_s, user=user
-        )
+        return await self._exec_argv(["bash", "-c", command], cwd=cwd, env=env, timeout_s=timeout_s, user=user)
 
     async def _exec_argv(
         self,

@@ -159,9 +159,7 @@ class LocalSandbox:
         user: Optional[User] = None,
     ) -> ExecResult:
         if isinstance(user, str) and ":" in user:
-            raise SandboxError(
-                f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only"
-            )
+            raise SandboxError(f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only")
         directory = cwd or self.workdir
         environment: Dict[str, str] = {**os.environ, **self._env, **(env or {})}
         if not self.isolated:
@@ -188,9 +186,7 @@ class LocalSandbox:
             if process.returncode is None:
                 await process.wait()
         assert process.returncode is not None
-        return ExecResult(
-            stdout.decode(errors="replace"), stderr.decode(errors="replace"), process.returncode
-        )
+        return ExecResult(stdout.decode(errors="replace"), stderr.decode(errors="replace"), process.returncode)
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
         target = self.host_path(sandbox_path)

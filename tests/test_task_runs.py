@@ -1,0 +1,305 @@
+"""Task-folder features in real runs: timeouts with the multiplier, sidecar inputs, secrets,
+collect hooks, multi-step tasks and users."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+import pytest
+
+from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, VERIFIER_TIMEOUT
+from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+from nemo_gym.data.tasks.harbor.task import TaskError, load_task
+from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
+
+GYM = str(Path(sys.executable).parent / "gym")
+
+
+def write(root: Path, files: Dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def run_local(
+    task_dir: Path,
+    workspace: Path,
+    before: Optional[Callable[[LocalSandbox], None]] = None,
+    **options: Any,
+) -> VerificationOutcome:
+    plan = plan_verification(load_task(task_dir), **options)
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(workspace) as sandbox:
+            if before is not None:
+                before(sandbox)
+            return await run_verification(plan, sandbox)
+
+    return asyncio.run(run())
+
+
+SLEEPER = {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(1.6)\n    return 1\n"}
+
+
+def test_timeouts_take_the_dataset_multiplier(tmp_path):
+    write(
+        tmp_path / "ds", {"a/task.toml": "[verifier]\ntimeout_sec = 2\n", **{f"a/{k}": v for k, v in SLEEPER.items()}}
+    )
+    assert run_local(tmp_path / "ds" / "a", tmp_path).reward == 1.0  # 2 s is enough
+    write(tmp_path / "ds", {"dataset.toml": "timeout_multiplier = 0.5\n"})
+    assert load_task(tmp_path / "ds" / "a").timeout_sec == 1.0
+    assert run_local(tmp_path / "ds" / "a", tmp_path).failure_kind == VERIFIER_TIMEOUT  # 1 s is not
+
+
+INPUT_PROBE = """
+import os
+def verify():
+    folder = os.environ.get("VERIFIER_LOGS_DIR", "/logs/verifier")
+    print("seen:", sorted(os.listdir(folder)))
+    with open(os.path.join(folder, "actions.jsonl")) as handle:
+        return float(handle.read() == '{"a": 1}\\n')
+"""
+
+
+def _plant(sandbox: LocalSandbox) -> None:
+    logs = sandbox.host_path(sandbox.logs_dir)
+    (logs / "actions.jsonl").write_text('{"a": 1}\n')  # declared: kept
+    (logs / "undeclared.txt").write_text("x")  # not declared: removed
+    (logs / "reward.txt").write_text("1")  # planted reward: removed
+    (logs / "notes.jsonl").symlink_to(logs / "actions.jsonl")  # declared, but a symlink: removed
+    (logs / "dir.jsonl").mkdir()  # declared, but a folder: removed
+    tests = sandbox.host_path(sandbox.tests_dir)
+    (tests / "stale_helper.py").write_text("x")  # the image's /tests: removed
+
+
+def test_sidecar_inputs_survive_and_nothing_else(tmp_path):
+    root = write(
+        tmp_path / "ds",
+        {
+            "a/tests/verifier.py": INPUT_PROBE,
+            "dataset.toml": '[gym.tasks."a".verifier]\ninputs = ["actions.jsonl", "notes.jsonl", "dir.jsonl"]\n',
+        },
+    )
+    outcome = run_local(root / "a", tmp_path, before=_plant)
+    assert outcome.reward == 1.0, outcome
+    assert "seen: ['actions.jsonl', 'test-stdout.txt']" in outcome.stdout
+
+
+def test_an_undeclared_input_is_gone(tmp_path):
+    root = write(tmp_path / "ds", {"a/tests/verifier.py": INPUT_PROBE})
+    outcome = run_local(root / "a", tmp_path, before=_plant)
+    assert outcome.failure_kind == MISSING_REWARD and "FileNotFoundError" in outcome.stdout
+
+
+SECRET = "s3cr3t-Value-that-must-not-leak"
+
+
+def test_secrets_fill_verifier_env_win_over_the_host_and_never_appear(tmp_path):
+    task = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nenv = { KEY = "${API_KEY}", PLAIN = "${HOST_ONLY}" }\n',
+            "tests/verifier.py": (
+                "import os\ndef verify():\n"
+                "    print('key is', os.environ['KEY'], 'plain is', os.environ['PLAIN'])\n"
+                f"    assert os.environ['KEY'] == {SECRET!r}\n"
+                "    raise ValueError(os.environ['KEY'])\n"
+            ),
+        },
+    )
+    (tmp_path / "secrets.json").write_text(json.dumps({"API_KEY": SECRET}))
+    env = {**os.environ, "API_KEY": "host-value", "HOST_ONLY": "visible"}
+    for extra in ([], ["--json"]):
+        result = subprocess.run(
+            [
+                GYM,
+                "verify",
+                str(task),
+                "--workspace",
+                str(tmp_path),
+                "--secrets",
+                str(tmp_path / "secrets.json"),
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert result.returncode == 0
+        assert SECRET not in result.stdout + result.stderr
+        assert "key is *** plain is visible" in result.stdout
+        assert "ValueError: ***" in result.stdout
+        assert "AssertionError" not in result.stdout  # the secret won over the host's API_KEY
+
+
+def test_secrets_fill_only_verifier_env(tmp_path):
+    task = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[environment]\nenv = { X = "${API_KEY}" }\n',
+            "tests/verifier.py": "def verify():\n    return 1\n",
+        },
+    )
+    (tmp_path / "secrets.toml").write_text(f'API_KEY = "{SECRET}"\n')
+    env = {key: value for key, value in os.environ.items() if key != "API_KEY"}
+    result = subprocess.run(
+        [GYM, "verify", str(task), "--workspace", str(tmp_path), "--secrets", str(tmp_path / "secrets.toml")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert result.returncode == 1 and "needs the environment variable API_KEY" in result.stderr
+
+
+def test_a_missing_variable_fails_before_any_sandbox(tmp_path, monkeypatch):
+    task = write(
+        tmp_path / "task", {"task.toml": '[verifier]\nenv = { K = "${NEMO_GYM_NOPE}" }\n', "tests/verifier.py": ""}
+    )
+    started = []
+    monkeypatch.setattr(LocalSandbox, "__init__", lambda *a, **k: started.append(1))
+    with pytest.raises(TaskError, match="needs the environment variable NEMO_GYM_NOPE"):
+        run_local(task, tmp_path)
+    assert started == []
+
+
+def test_collect_hooks_run_first_and_are_best_effort(tmp_path, caplog):
+    toml = """
+[[verifier.collect]]
+command = "echo collected > hook.txt && echo 1 > %s/reward.txt"
+[[verifier.collect]]
+command = "exit 3"
+[[verifier.collect]]
+command = "sleep 30"
+timeout_sec = 1
+"""
+    task = write(
+        tmp_path / "task",
+        {
+            "tests/verifier.py": "def verify(workspace):\n    return float((workspace / 'hook.txt').read_text() == 'collected\\n') / 2\n"
+        },
+    )
+    logs = "/logs/verifier"
+    write(task, {"task.toml": toml % logs})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outcome = run_local(task, workspace)
+    assert outcome.reward == 0.5  # the hook ran, and its planted reward.txt was emptied before test.sh
+    messages = " ".join(record.getMessage() for record in caplog.records)
+    assert "'exit 3' exited with 3" in messages and "'sleep 30' failed" in messages
+
+
+MULTI_STEP = {
+    "task.toml": """
+[verifier]
+user = "%s"
+env = { SHARED = "task", OVERRIDE = "task" }
+[[steps]]
+name = "build"
+[[steps]]
+name = "grade"
+[steps.verifier]
+timeout_sec = 30
+env = { OVERRIDE = "step" }
+""",
+    "steps/build/instruction.md": "",
+    "steps/grade/instruction.md": "",
+    "tests/verifier.py": (
+        "import os\nfrom helper import score\n"
+        "def verify():\n    return {'reward': score(), 'env': float(os.environ['SHARED'] + os.environ['OVERRIDE'] == 'task' + os.environ['EXPECT'])}\n"
+    ),
+    "tests/helper.py": "def score():\n    return 0.25\n",
+    "steps/grade/tests/helper.py": "def score():\n    return 1.0\n",
+}
+
+
+def test_multi_step_tasks_verify_one_step(tmp_path):
+    import getpass
+
+    files = dict(MULTI_STEP, **{"task.toml": MULTI_STEP["task.toml"] % getpass.getuser()})
+    task_dir = write(tmp_path / "task", files)
+    task = load_task(task_dir)
+    grade = plan_verification(task, step="grade", host_env={})
+    build = plan_verification(task, step="build", host_env={})
+    assert (grade.timeout_sec, build.timeout_sec) == (30.0, 600.0)  # a step never takes the task's timeout
+    assert grade.user == build.user == getpass.getuser()  # the step's user falls back to [verifier].user
+    assert grade.env == {"SHARED": "task", "OVERRIDE": "step"}
+    os.environ["EXPECT"] = "step"
+    try:
+        outcome = run_local(task_dir, tmp_path, step="grade")
+        assert (outcome.reward, outcome.metrics) == (1.0, {"env": 1.0})  # the step's helper.py wins
+        os.environ["EXPECT"] = "task"
+        outcome = run_local(task_dir, tmp_path, step="build")
+        assert (outcome.reward, outcome.metrics) == (0.25, {"env": 1.0})
+    finally:
+        del os.environ["EXPECT"]
+    with pytest.raises(TaskError, match="name the step to verify"):
+        plan_verification(task)
+    with pytest.raises(TaskError, match="no step named 'deploy'"):
+        plan_verification(task, step="deploy")
+
+
+def test_a_user_with_a_group_is_refused_locally(tmp_path):
+    task = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "nobody:nogroup"\n', "tests/verifier.py": ""})
+    with pytest.raises(TaskError, match="works on the Docker sandbox only"):
+        run_local(task, tmp_path)
+
+
+def test_agent_user_without_verifier_user_runs_as_root(tmp_path):
+    task = write(tmp_path / "task", {"task.toml": '[agent]\nuser = "agent"\n', "tests/verifier.py": ""})
+    assert plan_verification(load_task(task)).user == "root"
+    write(task, {"task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = 7\n'})
+    assert plan_verification(load_task(task)).user == 7
+    write(task, {"task.toml": ""})
+    assert plan_verification(load_task(task)).user is None
+
+
+def test_separate_mode_is_refused_by_gym_verify(tmp_path):
+    task = write(
+        tmp_path / "task", {"task.toml": '[verifier]\nenvironment_mode = "separate"\n', "tests/verifier.py": ""}
+    )
+    with pytest.raises(TaskError, match="separate environment"):
+        plan_verification(load_task(task))
+
+
+USER_PROBE = """
+echo "uid=$(id -u) gid=$(id -g)"
+if [ "$(cat answer.txt)" = "ok" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "user, expected",
+    [
+        ("1000", "uid=1000 gid=0"),
+        ('"nobody"', "uid=65534 gid=65534"),
+        ('"nobody:nogroup"', "uid=65534 gid=65534"),
+        ("0", "uid=0 gid=0"),
+    ],
+)
+def test_the_verifier_runs_as_the_user_given(docker_client, tmp_path, user, expected):
+    from images import LABEL, base_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    task = write(tmp_path / "task", {"task.toml": f"[verifier]\nuser = {user}\n", "tests/test.sh": USER_PROBE})
+    workspace = write(tmp_path / "ws", {"answer.txt": "ok"})
+    plan = plan_verification(load_task(task))
+
+    async def run() -> VerificationOutcome:
+        sandbox = DockerSandbox(base_image(docker_client), workspace=workspace, labels=LABEL, client=docker_client)
+        async with sandbox:
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run())
+    assert expected in outcome.stdout, outcome
+    assert outcome.reward == 1.0  # the workspace is still readable
