@@ -263,9 +263,8 @@ def test_agent_user_without_verifier_user_runs_as_root(tmp_path):
 
 
 def test_separate_mode_is_refused_by_gym_verify(tmp_path):
-    task = write(
-        tmp_path / "task", {"task.toml": '[verifier]\nenvironment_mode = "separate"\n', "tests/verifier.py": ""}
-    )
+    toml = '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "grader:1"\n'
+    task = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": ""})
     with pytest.raises(TaskError, match="separate environment"):
         plan_verification(load_task(task))
 

@@ -363,7 +363,9 @@ def load_dataset(root: Union[str, Path]) -> Dataset:
 # --- tasks ---------------------------------------------------------------------------------------
 
 
-def _load(path: Path, task_id: str, dataset: Optional[Dataset], row: Optional[Dict[str, Any]]) -> Task:
+def _load(
+    path: Path, task_id: str, dataset: Optional[Dataset], row: Optional[Dict[str, Any]], check: bool = True
+) -> Task:
     config: Dict[str, Any] = {}
     toml_path = path / "task.toml"
     if row is None and toml_path.exists():
@@ -376,7 +378,7 @@ def _load(path: Path, task_id: str, dataset: Optional[Dataset], row: Optional[Di
     else:
         task_data = {}
     agent = _table(config, "agent", where, "[agent]") or {}
-    return Task(
+    task = Task(
         id=task_id,
         path=path,
         verifier=verifier_config(_table(config, "verifier", where, "[verifier]"), where, "verifier"),
@@ -389,12 +391,20 @@ def _load(path: Path, task_id: str, dataset: Optional[Dataset], row: Optional[Di
         inputs=dataset.inputs.get(task_id, ()) if dataset is not None else (),
         config=config,
     )
+    from nemo_gym.data.tasks.harbor.verifier_env import load_refusal  # it reads tasks: import late
+
+    refusal = load_refusal(task) if check else None
+    if refusal is not None:
+        raise TaskError(refusal)
+    return task
 
 
-def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None) -> Task:
+def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_runnable: bool = True) -> Task:
     """The task in ``task_dir``, with what its dataset (the folder holding it) adds.
 
-    ``task_dir`` may also be a dataset with ``rows.jsonl``: ``row`` then names the row.
+    ``task_dir`` may also be a dataset with ``rows.jsonl``: ``row`` then names the row. A task whose
+    separate verifier cannot run here is refused (``verifier_env.load_refusal``) unless
+    ``check_runnable`` is false, which inspecting tools use to see why.
     """
     path = Path(task_dir).resolve()
     if not path.is_dir():
@@ -411,7 +421,7 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None) -> Task:
     parent = path.parent
     is_dataset = (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file()
     dataset = load_dataset(parent) if is_dataset else None
-    return _load(path, path.name, dataset, None)
+    return _load(path, path.name, dataset, None, check_runnable)
 
 
 def task_ids(root: Union[str, Path]) -> List[str]:
