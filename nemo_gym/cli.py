@@ -50,6 +50,20 @@ def _parser() -> argparse.ArgumentParser:
         help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
     )
     verify.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+
+    dataset = commands.add_parser("dataset", help="work on a whole dataset").add_subparsers(
+        dest="dataset_command", required=True, metavar="DATASET_COMMAND"
+    )
+    publish = dataset.add_parser("publish", help="write a copy of the dataset for another grader")
+    publish.add_argument("--harbor", action="store_true", required=True, help="a copy that stock Harbor grades")
+    publish.add_argument("dataset", metavar="DATASET", type=Path, help="the dataset folder")
+    publish.add_argument("out", metavar="OUT", type=Path, help="a new folder to write the copy into")
+    validate = dataset.add_parser("validate", help="run each task's oracle and check it scores full marks")
+    validate.add_argument("dataset", metavar="DATASET", type=Path, help="the dataset folder")
+    validate.add_argument(
+        "--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)"
+    )
+    validate.add_argument("--image", help="the Docker image for every task (default: each task's docker_image)")
     return parser
 
 
@@ -127,6 +141,83 @@ def _print_human(outcome: VerificationOutcome, task_dir: Path) -> None:
         print(outcome.stdout.rstrip("\n") or "(empty)")
 
 
+def _dataset(args: argparse.Namespace) -> int:
+    if args.dataset_command == "publish":
+        from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
+
+        try:
+            published = publish_for_harbor(args.dataset, args.out)
+        except PublishError as error:
+            raise CommandError(str(error)) from None
+        print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}")
+        return 0
+    return asyncio.run(_validate(args))
+
+
+async def _validate(args: argparse.Namespace) -> int:
+    from contextlib import asynccontextmanager
+    from typing import AsyncIterator
+
+    from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset
+    from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
+
+    dataset = load_dataset(args.dataset)
+
+    @asynccontextmanager
+    async def open_sandbox(task: Task, workspace: Path) -> AsyncIterator[Any]:
+        env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
+        if args.sandbox == "docker":
+            from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+            image = args.image or task.environment.docker_image
+            if not image:
+                raise TaskError(f"{task.path}: no Docker image: give --image or set [environment].docker_image")
+            async with DockerSandbox(image, workspace=workspace, workdir=task.environment.workdir, env=env) as sandbox:
+                yield sandbox
+        else:
+            async with LocalSandbox(workspace, env=env) as sandbox:
+                yield sandbox
+
+    results: List[TaskResult] = []
+    total = len(dataset.task_ids)
+    for index, task_id in enumerate(dataset.task_ids, start=1):
+        try:
+            result = await validate_task(dataset.task(task_id), open_sandbox)
+        except TaskError as error:
+            result = TaskResult(task_id, error=str(error))
+        results.append(result)
+        print(f"[{index}/{total}] {task_id}: {_verdict(result)}", flush=True)
+    print()
+    print("| task | oracle | reward | result |")
+    print("|---|---|---:|---|")
+    for result in results:
+        oracle = ", ".join(step.oracle for step in result.steps) or "-"
+        reward = "-" if result.reward is None else f"{result.reward:g}"
+        print(f"| {result.task_id} | {oracle} | {reward} | {'ok' if result.passed else 'FAILED'} |")
+    failed = [result.task_id for result in results if not result.passed]
+    print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
+    if failed:
+        print(f"gym: validation failed for {len(failed)} task(s): {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _verdict(result: Any) -> str:
+    if result.error:
+        return f"FAILED ({result.error})"
+    last = result.steps[-1]
+    outcome = last.outcome
+    where = f" at step {last.step}" if last.step else ""
+    if result.passed:
+        return f"ok (reward {result.reward:g}, oracle {', '.join(step.oracle for step in result.steps)})"
+    if outcome.masked:
+        return f"FAILED{where} (masked: {outcome.mask_reason}: {outcome.detail})"
+    kind = f", {outcome.failure_kind}" if outcome.failure_kind else ""
+    return f"FAILED{where} (reward {outcome.reward:g}{kind})"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -135,6 +226,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from nemo_gym.data.tasks.harbor.task import TaskError
 
     try:
+        if args.command == "dataset":
+            return _dataset(args)
         outcome = asyncio.run(_verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         print(f"gym: {error}", file=sys.stderr)

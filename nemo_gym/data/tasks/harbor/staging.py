@@ -74,7 +74,8 @@ def _static_folders() -> FrozenSet[str]:
     return frozenset(_folders(static_files()))
 
 
-def _json_bytes(value: Mapping[str, Any], what: str) -> bytes:
+def json_bytes(value: Mapping[str, Any], what: str) -> bytes:
+    """``value`` as the bytes of a JSON file (``task_data.json``, ``response.json``)."""
     if not isinstance(value, Mapping):
         raise StagingError(f"{what} must be a JSON object (a dict), not {type(value).__name__}")
     try:
@@ -120,9 +121,9 @@ def task_part(
 ) -> List[ShimFile]:
     """The per-task files, sorted: verifier.py, task_data.json, response.json (when a response is
     given) and the task's own ``tests/`` files, except those the shim's files replace."""
-    own = [ShimFile("verifier.py", verifier), ShimFile("task_data.json", _json_bytes(task_data, "task_data"))]
+    own = [ShimFile("verifier.py", verifier), ShimFile("task_data.json", json_bytes(task_data, "task_data"))]
     if response is not None:
-        own.append(ShimFile("response.json", _json_bytes(response, "the response")))
+        own.append(ShimFile("response.json", json_bytes(response, "the response")))
     taken = _static_names().union(file.name for file in own)
     own.extend(file for file in task_files if file.name not in taken)
     return sorted(own, key=lambda file: file.name)
