@@ -11,7 +11,7 @@ import sys
 import tarfile
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Dict, List
+from typing import Any, AsyncIterator, Callable, Dict, List
 
 import pytest
 from conftest import EXAMPLES
@@ -250,6 +250,25 @@ def test_the_answer_md_oracle_writes_bytes_and_submits_text(tmp_path):
 # --- the round trip: publish, then grade as stock Harbor does -------------------------------------
 
 
+def docker_opener(client: Any, version: str) -> Callable[[Task, Path], Any]:
+    """validate_task's sandbox opener: a container of the suite's Python image, per task."""
+    from images import LABEL, python_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    image, volumes = python_image(client, version)
+
+    @asynccontextmanager
+    async def docker(task: Task, workspace: Path) -> AsyncIterator[Any]:
+        sandbox = DockerSandbox(
+            image, workspace=workspace, workdir=task.environment.workdir, volumes=volumes, labels=LABEL, client=client
+        )
+        async with sandbox:
+            yield sandbox
+
+    return docker
+
+
 def round_trip_dataset(tmp_path: Path) -> Path:
     """The publishable examples, plus tasks with hostile answers and a partial score."""
     dataset = tmp_path / "ds"
@@ -320,22 +339,7 @@ def test_round_trip_grades_the_same_under_gym_and_harbor(docker_client, tmp_path
     image, volumes = python_image(docker_client, "3.12")
     loaded = load_dataset(dataset)
 
-    @asynccontextmanager
-    async def docker(task: Task, workspace: Path) -> AsyncIterator[Any]:
-        from images import LABEL
-
-        from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
-
-        sandbox = DockerSandbox(
-            image,
-            workspace=workspace,
-            workdir=task.environment.workdir,
-            volumes=volumes,
-            labels=LABEL,
-            client=docker_client,
-        )
-        async with sandbox:
-            yield sandbox
+    docker = docker_opener(docker_client, "3.12")
 
     async def compare() -> List[tuple]:
         rows = []
@@ -354,26 +358,10 @@ def test_round_trip_grades_the_same_under_gym_and_harbor(docker_client, tmp_path
 
 @pytest.mark.docker
 def test_validate_on_docker(docker_client, tmp_path):
-    from images import LABEL, python_image
-
-    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
-
-    image, volumes = python_image(docker_client, "3.12")
     dataset = write(tmp_path / "ds", {**GOOD, **FAILING})
     shutil.copytree(EXAMPLES / "numeric-response", dataset / "numeric-response")
 
-    @asynccontextmanager
-    async def docker(task: Task, workspace: Path) -> AsyncIterator[Any]:
-        sandbox = DockerSandbox(
-            image,
-            workspace=workspace,
-            workdir=task.environment.workdir,
-            volumes=volumes,
-            labels=LABEL,
-            client=docker_client,
-        )
-        async with sandbox:
-            yield sandbox
+    docker = docker_opener(docker_client, "3.12")
 
     loaded = load_dataset(dataset)
 
@@ -383,3 +371,28 @@ def test_validate_on_docker(docker_client, tmp_path):
     assert asyncio.run(run()) == {
         "good": True, "no-oracle": False, "numeric-response": True, "raises": False, "shell": True, "wrong": False,
     }  # fmt: skip
+
+
+@pytest.mark.docker
+def test_validate_on_docker_from_the_command_line(docker_client, tmp_path):
+    from images import base_image
+
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "shell/tests/test.sh": GOOD["shell/tests/test.sh"],
+            "shell/solution/solve.sh": GOOD["shell/solution/solve.sh"],
+            "empty/tests/test.sh": "#!/bin/bash\n[ -s answer.md ] && echo 1 > /logs/verifier/reward.txt\n",
+            "empty/solution/answer.md": "",
+        },
+    )
+    result = subprocess.run(
+        [GYM, "dataset", "validate", str(dataset), "--sandbox", "docker", "--image", base_image(docker_client)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert "shell: ok (reward 1, oracle solve.sh)" in result.stdout
+    assert "empty: FAILED (reward 0, harbor:missing_reward)" in result.stdout
+    assert "validation failed for 1 task(s): empty" in result.stderr
