@@ -180,10 +180,6 @@ def plan_verification(
     )
 
 
-def _quoted(*parts: str) -> str:
-    return " ".join(shlex.quote(part) for part in parts)
-
-
 def prepare_command(sandbox: Sandbox, stage: str, inputs: Sequence[str]) -> str:
     """Empties /tests and /logs/verifier (keeping declared inputs that are regular files), unpacks
     the archive."""
