@@ -169,13 +169,18 @@ def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str
     )
 
 
-def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
+def _array_of_tables(value: Any, where: str, name: str) -> List[Dict[str, Any]]:
+    """A TOML ``[[name]]`` array (``[]`` when absent)."""
     if value is None:
-        return ()
+        return []
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
         raise TaskError(f"{where}: {name} must be an array of tables ([[{name}]])")
+    return value
+
+
+def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
     hooks = []
-    for index, item in enumerate(value):
+    for index, item in enumerate(_array_of_tables(value, where, name)):
         key = f"{name}[{index}]"
         command = item.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -218,12 +223,8 @@ def verifier_config(table: Optional[Mapping[str, Any]], where: str, name: str) -
 
 
 def _steps(value: Any, path: Path, where: str) -> Tuple[StepConfig, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise TaskError(f"{where}: steps must be an array of tables ([[steps]])")
     steps = []
-    for index, item in enumerate(value):
+    for index, item in enumerate(_array_of_tables(value, where, "steps")):
         name = item.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
             raise TaskError(f"{where}: steps[{index}].name must be a folder name under steps/, not {name!r}")
