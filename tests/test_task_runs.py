@@ -302,3 +302,24 @@ def test_the_verifier_runs_as_the_user_given(docker_client, tmp_path, user, expe
     outcome = asyncio.run(run())
     assert expected in outcome.stdout, outcome
     assert outcome.reward == 1.0  # the workspace is still readable
+
+
+@pytest.mark.docker
+def test_an_unknown_verifier_user_is_masked_not_scored(docker_client, tmp_path):
+    from images import LABEL, base_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    task = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "no-such-user"\n', "tests/test.sh": USER_PROBE})
+    plan = plan_verification(load_task(task))
+
+    async def run() -> VerificationOutcome:
+        sandbox = DockerSandbox(
+            base_image(docker_client), workspace=tmp_path / "task", labels=LABEL, client=docker_client
+        )
+        async with sandbox:
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run())
+    assert outcome.masked and outcome.mask_reason == "verifier_error", outcome
+    assert "no-such-user" in outcome.detail

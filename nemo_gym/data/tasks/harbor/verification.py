@@ -321,6 +321,9 @@ async def _run(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
             )
             elapsed = time.monotonic() - started
             timed_out = ran.return_code in (124, 137) and elapsed >= plan.timeout_sec
+            if ran.return_code == 126 and "unable to find user" in ran.stdout + ran.stderr:
+                # Docker's refusal of an unknown [verifier].user: the task's fault, never the agent's.
+                return masked("verifier_error", f"test.sh cannot start: {(ran.stdout + ran.stderr).strip()}")
         except ExecTimeout:
             timed_out = True
         except SandboxError as error:
