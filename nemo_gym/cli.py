@@ -88,9 +88,8 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
 async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
     from nemo_gym.data.tasks.harbor.env_templates import resolve_env
     from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-    from nemo_gym.data.tasks.harbor.sandboxes.local import NO_NAMESPACE_HINT
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
-    from nemo_gym.data.tasks.harbor.verification import TEST_SH, plan_verification, run_verification
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
     task = load_task(args.task_dir, row=args.row)
     response = _read_response(args.response, parser) if args.response else None
@@ -120,8 +119,6 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                 return await run_verification(plan, docker)
         local = LocalSandbox(folder, env=sandbox_env)
         async with local:
-            if plan.kind == TEST_SH and not local.isolated:
-                raise CommandError(f"{task.path}: {NO_NAMESPACE_HINT}")
             return await run_verification(plan, local)
 
 

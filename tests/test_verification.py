@@ -325,3 +325,26 @@ def test_sandbox_faults_are_masked_never_scored(tmp_path, fail_at, detail):
     outcome = asyncio.run(run())
     assert outcome.masked and outcome.mask_reason == "sandbox_error" and detail in outcome.detail
     assert outcome.failure_kind is None
+
+
+def test_a_test_sh_task_is_refused_without_a_private_namespace(tmp_path):
+    plan = plan_verification(load_task(EXAMPLES / "bash-test"))
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(tmp_path, isolate=False) as sandbox:
+            return await run_verification(plan, sandbox)
+
+    with pytest.raises(TaskError, match="run it with --sandbox docker"):
+        asyncio.run(run())
+    assert not Path("/logs/verifier/reward.txt").exists()
+
+
+def test_a_python_verifier_runs_without_a_private_namespace(tmp_path):
+    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(EXAMPLES / "answer-file" / "workspace", isolate=False) as sandbox:
+            assert sandbox.logs_dir != "/logs/verifier"  # its own folder, passed as VERIFIER_LOGS_DIR
+            return await run_verification(plan, sandbox)
+
+    assert asyncio.run(run()).reward == 1.0

@@ -266,6 +266,12 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         raise TaskError(
             f"[verifier].user = {plan.user!r}: a user with a group (name:group) works on the Docker sandbox only"
         )
+    if plan.kind == TEST_SH and (sandbox.tests_dir, sandbox.logs_dir) != ("/tests", "/logs/verifier"):
+        # A task's own test.sh writes the absolute /logs/verifier: it runs only where that path is the sandbox's.
+        raise TaskError(
+            "this sandbox cannot give a task's own test.sh a private /tests and /logs/verifier "
+            "(the local sandbox needs Linux with bubblewrap for that); run it with --sandbox docker"
+        )
     await run_collect_hooks(plan.collect, sandbox)
     outcome = await _run(plan, sandbox)
     return replace(outcome, stdout=plan.redact(outcome.stdout), detail=plan.redact(outcome.detail))

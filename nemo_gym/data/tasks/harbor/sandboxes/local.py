@@ -26,10 +26,6 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, S
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
-NO_NAMESPACE_HINT = (
-    "the local sandbox cannot give this task's own test.sh a private /tests and /logs/verifier "
-    "(that needs Linux with bubblewrap); run it with --sandbox docker"
-)
 
 
 @functools.lru_cache(maxsize=None)
