@@ -250,11 +250,18 @@ def _forget_planted_rewards(logs_dir: str) -> None:
             pass
 
 
-def _drop_working_directory(here: str) -> None:
-    # An empty PYTHONPATH entry or "." would let a module planted in the workspace shadow the
-    # standard library or the SDK. The shim's own folder stays first.
+def _set_up_sys_path(here: str) -> None:
+    # test.sh starts Python with -E (no PYTHON* variables) so that nothing the task's environment
+    # names runs before the runner: a PYTHONPATH entry in the workspace would run the agent's
+    # sitecustomize.py first. The task's PYTHONPATH is honoured here instead, after the standard
+    # library and site-packages, so it can add modules but never shadow one. Relative entries
+    # (and "") would resolve inside the working directory: they are dropped, with "." and the
+    # working directory itself. The shim's own folder stays first.
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if os.path.isabs(entry) and entry != cwd and entry not in sys.path:
+            sys.path.append(entry)
 
 
 def main(here: str) -> int:
@@ -263,7 +270,20 @@ def main(here: str) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     except (AttributeError, ValueError):
         pass
-    _drop_working_directory(here)
+    channel = None
+    if "NEMO_GYM_REPORT_FD" in os.environ:  # NeMo Gym's server: see _gym_channel
+        from _gym_channel import RUN_AS, become, open_channel, seal
+
+        try:
+            channel = open_channel()
+            user = os.environ.pop(RUN_AS, None)
+            if user:
+                become(user)
+            seal()
+        except VerifierError as error:
+            print(f"verifier error: {error}\n{_MISSING_REWARD}")
+            return 1
+    _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
     try:
         _forget_planted_rewards(logs_dir)
@@ -273,9 +293,15 @@ def main(here: str) -> int:
         from _gym_runner_rare import print_error
 
         print_error(error)
+        if channel is not None:
+            channel.send("error", str(error))
         return 1
     except OSError as error:
         print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{_MISSING_REWARD}")
+        if channel is not None:
+            channel.send("error", f"cannot write reward.json: {error}")
         return 1
+    if channel is not None:
+        channel.send("reward", text)
     print(f"reward.json: {text}")
     return 0

@@ -153,10 +153,11 @@ def test_an_installed_wheel_stages_the_shim(tmp_path):
     logs = tmp_path / "logs"
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python3").symlink_to(sys.executable)
+    (tmp_path / "workspace").mkdir()
     subprocess.run(
         ["/bin/bash", str(laid / "test.sh")],
         check=True,
-        cwd=tmp_path,
+        cwd=tmp_path / "workspace",
         env={"PATH": str(tmp_path / "bin"), "VERIFIER_LOGS_DIR": str(logs)},
     )
     assert (logs / "reward.json").read_text().strip() == '{"reward": 0.5}'

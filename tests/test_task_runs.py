@@ -214,7 +214,7 @@ env = { OVERRIDE = "step" }
     "steps/grade/instruction.md": "",
     "tests/verifier.py": (
         "import os\nfrom helper import score\n"
-        "def verify():\n    return {'reward': score(), 'env': float(os.environ['SHARED'] + os.environ['OVERRIDE'] == 'task' + os.environ['EXPECT'])}\n"
+        "def verify():\n    return {'reward': score(), 'shared': float(os.environ['SHARED'] == 'task'), 'step_env': float(os.environ['OVERRIDE'] == 'step')}\n"
     ),
     "tests/helper.py": "def score():\n    return 0.25\n",
     "steps/grade/tests/helper.py": "def score():\n    return 1.0\n",
@@ -232,15 +232,10 @@ def test_multi_step_tasks_verify_one_step(tmp_path):
     assert (grade.timeout_sec, build.timeout_sec) == (30.0, 600.0)  # a step never takes the task's timeout
     assert grade.user == build.user == getpass.getuser()  # the step's user falls back to [verifier].user
     assert grade.env == {"SHARED": "task", "OVERRIDE": "step"}
-    os.environ["EXPECT"] = "step"
-    try:
-        outcome = run_local(task_dir, tmp_path, step="grade")
-        assert (outcome.reward, outcome.metrics) == (1.0, {"env": 1.0})  # the step's helper.py wins
-        os.environ["EXPECT"] = "task"
-        outcome = run_local(task_dir, tmp_path, step="build")
-        assert (outcome.reward, outcome.metrics) == (0.25, {"env": 1.0})
-    finally:
-        del os.environ["EXPECT"]
+    outcome = run_local(task_dir, tmp_path, step="grade")
+    assert (outcome.reward, outcome.metrics) == (1.0, {"shared": 1.0, "step_env": 1.0})  # the step's helper.py wins
+    outcome = run_local(task_dir, tmp_path, step="build")
+    assert (outcome.reward, outcome.metrics) == (0.25, {"shared": 1.0, "step_env": 0.0})
     with pytest.raises(TaskError, match="name the step to verify"):
         plan_verification(task)
     with pytest.raises(TaskError, match="no step named 'deploy'"):

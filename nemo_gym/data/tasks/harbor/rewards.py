@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 MISSING_REWARD = "harbor:missing_reward"
 INVALID_REWARD = "harbor:invalid_reward"
@@ -85,12 +85,17 @@ def parse_reward_txt(data: bytes) -> RewardOutcome:
     return RewardOutcome(reward=number)
 
 
+# What a reward file turned out to be: its bytes, or ``UNREADABLE`` for an entry that is not a
+# readable regular file (a folder, a symlink, a FIFO).
+UNREADABLE = None
+
+
 def _read(path: Path) -> Tuple[bool, Optional[bytes]]:
     """``(exists, bytes)``; bytes is ``None`` for something that exists but is not a readable file."""
     if not (path.exists() or path.is_symlink()):
         return False, None
     try:
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             return True, None
         with path.open("rb") as handle:
             return True, handle.read(MAX_REWARD_BYTES + 1)
@@ -98,17 +103,18 @@ def _read(path: Path) -> Tuple[bool, Optional[bytes]]:
         return True, None
 
 
-def read_reward(logs_dir: Path, *, timed_out: bool = False) -> RewardOutcome:
-    """The outcome of the reward files in ``logs_dir``.
+def reward_from_files(files: Mapping[str, Optional[bytes]], *, timed_out: bool = False) -> RewardOutcome:
+    """The outcome of the reward files in ``files`` (a name present maps to its bytes, or to
+    ``UNREADABLE``; an absent name is no file).
 
     ``reward.json`` wins whenever it exists, even malformed; else ``reward.txt``. With neither:
     ``harbor:verifier_timeout`` when ``timed_out``, else ``harbor:missing_reward``. A reward
     written before a timeout stands. Never raises on what the files hold.
     """
     for name, parse in (("reward.json", parse_reward_json), ("reward.txt", parse_reward_txt)):
-        exists, data = _read(Path(logs_dir) / name)
-        if not exists:
+        if name not in files:
             continue
+        data = files[name]
         if data is None:
             return _invalid(f"{name} is not a readable regular file")
         if len(data) > MAX_REWARD_BYTES:
@@ -119,3 +125,13 @@ def read_reward(logs_dir: Path, *, timed_out: bool = False) -> RewardOutcome:
     if timed_out:
         return RewardOutcome(failure_kind=VERIFIER_TIMEOUT, detail="the verifier ran past its timeout")
     return RewardOutcome(failure_kind=MISSING_REWARD, detail="the verifier wrote no reward file")
+
+
+def read_reward(logs_dir: Path, *, timed_out: bool = False) -> RewardOutcome:
+    """The outcome of the reward files in ``logs_dir`` (``reward_from_files`` on what is there)."""
+    files: Dict[str, Optional[bytes]] = {}
+    for name in ("reward.json", "reward.txt"):
+        exists, data = _read(Path(logs_dir) / name)
+        if exists:
+            files[name] = data
+    return reward_from_files(files, timed_out=timed_out)

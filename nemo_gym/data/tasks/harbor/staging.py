@@ -158,6 +158,12 @@ def _check_name(name: str) -> None:
         raise StagingError(f"refusing to stage {name!r}: member names must be plain relative paths inside /tests")
 
 
+def check_names(files: Iterable[ShimFile]) -> None:
+    """``StagingError`` for any name that is not a plain relative path inside ``/tests``."""
+    for file in files:
+        _check_name(file.name)
+
+
 def _folders(files: Iterable[ShimFile]) -> List[str]:
     folders: Set[str] = set()
     for file in files:
@@ -166,12 +172,15 @@ def _folders(files: Iterable[ShimFile]) -> List[str]:
     return sorted(folders)
 
 
-def _tar_blocks(files: Iterable[ShimFile], skip_folders: Iterable[str] = ()) -> bytes:
+def _tar_blocks(
+    files: Iterable[ShimFile], skip_folders: Iterable[str] = (), folder_modes: Optional[Mapping[str, int]] = None
+) -> bytes:
     """The tar blocks of ``files`` and their folders (no end-of-archive blocks), folders first, sorted."""
     files = list(files)
     for file in files:
         _check_name(file.name)
     skipped = set(skip_folders)
+    modes = folder_modes or {}
     members: List[Tuple[str, Optional[ShimFile]]] = [(name, None) for name in _folders(files) if name not in skipped]
     members.extend((file.name, file) for file in files)
     members.sort(key=lambda member: member[0])
@@ -180,7 +189,7 @@ def _tar_blocks(files: Iterable[ShimFile], skip_folders: Iterable[str] = ()) -> 
         info = tarfile.TarInfo(name)
         info.mtime, info.uid, info.gid, info.uname, info.gname = _MTIME, 0, 0, "", ""
         if entry is None:
-            info.type, info.mode = tarfile.DIRTYPE, _DIRECTORY
+            info.type, info.mode = tarfile.DIRTYPE, modes.get(name, _DIRECTORY)
         else:
             info.size, info.mode = len(entry.data), entry.mode
         blocks.append(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
@@ -230,3 +239,25 @@ def stage_shim(
 def stage_archive(files: Iterable[ShimFile], *, compresslevel: int = 6) -> bytes:
     """One gzip'd tar of ``files`` and their folders: sorted, fixed times and owners, no timestamp."""
     return _gzip_member(_tar_blocks(files) + _END_OF_ARCHIVE, compresslevel)
+
+
+# The run's nonce, beside the staged files; grading moves it where only the admin can read it.
+NONCE_MEMBER = ".gym-nonce"
+
+
+def run_archive(files: Iterable[ShimFile], *, top: str, stage: str, nonce: Optional[str] = None) -> bytes:
+    """The one upload of a verification run: an uncompressed tar, unpacked into the parent of the
+    sandbox's tests folder, of ``top/`` (that folder, mode 0700 and root's as it lands, so the
+    agent cannot read or add to what follows), ``top/stage/`` holding ``files``, and, for a Python
+    verifier, the run's ``nonce``. The engine unpacks it (no ``tar`` or ``gzip`` inside the
+    sandbox); grading then moves the stage's files into place.
+    """
+    members = [
+        ShimFile(f"{top}/{stage}/{file.name}", file.data, file.mode)
+        for file in files
+        if nonce is None or file.name != NONCE_MEMBER
+    ]
+    if nonce is not None:
+        members.append(ShimFile(f"{top}/{stage}/{NONCE_MEMBER}", nonce.encode("ascii"), 0o400))
+    private = {top: 0o700, f"{top}/{stage}": 0o700}
+    return _tar_blocks(members, folder_modes=private) + _END_OF_ARCHIVE

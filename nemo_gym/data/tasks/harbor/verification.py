@@ -1,31 +1,56 @@
-"""One verification run: task folder -> staged archive -> sandbox -> reward files -> outcome.
+"""One verification run: task folder -> staged files -> sandbox -> results -> outcome.
 
 ``plan_verification`` decides everything from the task folder (pure apart from reading it);
-``run_verification`` carries the plan out in a sandbox in a constant number of round trips: one
-upload (the archive), three execs (prepare, run, collect) and no download, whatever the task's
-file count. Sandbox faults give a masked outcome, never a score.
+``run_verification`` carries the plan out in a constant number of round trips, whatever the
+task's file count: one upload (the staged files and the run's nonce), one exec as the sandbox's
+admin (two when a task's own test.sh runs as another user), one download of the results. The
+in-sandbox steps are ``grading``'s; the results are read by ``collected`` and scored by
+``rewards`` (a task's own test.sh) or ``reports`` (the shim: the runner's private report wins
+over any file). Faults of the sandbox mask the sample, never score it, and every mask is counted.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import logging
 import os
-import shlex
-import tarfile
+import secrets
 import tempfile
-import time
-import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from nemo_gym.data.tasks.harbor.collected import Collected, CollectError, read_collected
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
-from nemo_gym.data.tasks.harbor.rewards import RewardOutcome, read_reward
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout, Sandbox, SandboxError, User
-from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive, stage_shim, task_test_files
+from nemo_gym.data.tasks.harbor.grading import (
+    HANDOVER_OWN,
+    HANDOVER_READ,
+    NO_PROVIDER_TOOL,
+    NO_VERIFIER_TOOL,
+    UNKNOWN_USER,
+    GradingSteps,
+    grading_command,
+)
+from nemo_gym.data.tasks.harbor.redaction import redact
+from nemo_gym.data.tasks.harbor.reports import find_reports, judge_report
+from nemo_gym.data.tasks.harbor.rewards import UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
+from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    ArchiveSandbox,
+    ExecTimeout,
+    Sandbox,
+    SandboxError,
+    User,
+    sandbox_option,
+)
+from nemo_gym.data.tasks.harbor.staging import (
+    ShimFile,
+    check_names,
+    run_archive,
+    shim_files,
+    stage_archive,
+    task_test_files,
+)
 from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError
 from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
 
@@ -36,11 +61,17 @@ LOGGER = logging.getLogger("nemo_gym.harbor")
 KILL_AFTER_SEC = 5
 HOST_MARGIN_SEC = 30
 HOUSEKEEPING_TIMEOUT_SEC = 120
-# The tail of test-stdout.txt kept in the outcome: enough for a traceback, bounded for a flood.
+# The tail of test-stdout.txt kept in the outcome: enough for a traceback, bounded for a flood. The
+# sandbox sends a margin more, so that a secret cut in half at its start is still recognised.
 STDOUT_TAIL_BYTES = 64 * 1024
+REDACTION_MARGIN_BYTES = 16 * 1024
 MAX_REWARD_BYTES = 1 << 20
-# Exit statuses of the prepare step for a missing tool (the seed's mask reasons).
-_NO_VERIFIER_TOOL, _NO_PROVIDER_TOOL = 90, 91
+MAX_REPORT_CHARS = 16 * 1024
+# All the results of one run: two reward files, the report, the tail and some bookkeeping.
+MAX_RESULTS_BYTES = 4 << 20
+# Process-wide counts of masked samples (by reason) and of results something tampered with.
+MASKS: Counter[str] = Counter()
+TAMPERING: Counter[str] = Counter()
 
 
 @dataclass(frozen=True)
@@ -97,10 +128,11 @@ def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None, step: O
 
 @dataclass(frozen=True)
 class VerificationPlan:
-    """Everything a run needs, decided before any sandbox starts."""
+    """Everything a run needs, decided before any sandbox starts: what ``/tests`` will hold (the
+    shim for a Python verifier, the task's own files for a ``test.sh``), who runs it, how long."""
 
     kind: str
-    archive: bytes
+    files: Tuple[ShimFile, ...]
     timeout_sec: float
     env: Dict[str, str]
     user: Optional[User] = None
@@ -108,11 +140,14 @@ class VerificationPlan:
     collect: Tuple[CollectHook, ...] = ()
     secrets: Tuple[str, ...] = field(default=(), repr=False)
 
-    def redact(self, text: str) -> str:
+    @property
+    def archive(self) -> bytes:
+        """The staged files as one deterministic gzip'd tar (cacheable, comparable; SPEC 5)."""
+        return stage_archive(self.files)
+
+    def redact(self, text: str, *, cut: bool = False) -> str:
         """``text`` with every secret value replaced: secrets never reach any output."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self.secrets, cut=cut)
 
 
 def plan_verification(
@@ -155,11 +190,12 @@ def plan_verification(
         merged.update((file.name, file) for file in task_test_files(folder))
     task_files = [merged[name] for name in sorted(merged)]
     if choice.kind == TEST_SH:
-        archive = stage_archive(task_files)
+        files: Tuple[ShimFile, ...] = tuple(task_files)
     else:
         assert choice.verifier_path is not None
         data = task.task_data if task_data is None else task_data
-        archive = stage_shim(choice.verifier_path.read_bytes(), data, response, task_files)
+        files = tuple(shim_files(choice.verifier_path.read_bytes(), data, response, task_files))
+    check_names(files)
     secrets = dict(secrets or {})
     source = {**(os.environ if host_env is None else host_env), **secrets}
     env = resolve_env(env_table, source, where=where)
@@ -170,7 +206,7 @@ def plan_verification(
     seconds = timeout_sec if timeout_sec is not None else config.timeout_sec * task.timeout_multiplier
     return VerificationPlan(
         kind=choice.kind,
-        archive=archive,
+        files=files,
         timeout_sec=seconds,
         env=env,
         user=user,
@@ -180,88 +216,20 @@ def plan_verification(
     )
 
 
-def prepare_command(sandbox: Sandbox, stage: str, inputs: Sequence[str]) -> str:
-    """Empties /tests and /logs/verifier (keeping declared inputs that are regular files), unpacks
-    the archive."""
-    tests, logs = shlex.quote(sandbox.tests_dir), shlex.quote(sandbox.logs_dir)
-    keep = " ".join(f"! \\( -type f -name {shlex.quote(name)} \\)" for name in inputs)
-    return "\n".join(
-        [
-            f'command -v timeout >/dev/null 2>&1 || {{ echo "the image has no timeout"; exit {_NO_VERIFIER_TOOL}; }}',
-            "for tool in tar gzip find; do command -v $tool >/dev/null 2>&1 || "
-            f'{{ echo "the image has no $tool"; exit {_NO_PROVIDER_TOOL}; }}; done',
-            "set -e",
-            f"for d in {tests} {logs}; do",
-            '  if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -rf -- "$d"; fi',
-            '  mkdir -p -- "$d"',
-            "done",
-            f"find {tests} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} +",
-            f"find {logs} -mindepth 1 -maxdepth 1 {keep} -exec rm -rf -- {{}} +",
-            f"chmod 777 {logs}",
-            f"tar -xzf {shlex.quote(stage)} -C {tests} --no-same-owner",
-            f"rm -f -- {shlex.quote(stage)}",
-            f"chmod +x {tests}/test.sh",
-        ]
-    )
-
-
-def run_command(sandbox: Sandbox, timeout_sec: float) -> str:
-    """``bash /tests/test.sh`` under ``timeout``, its output in ``/logs/verifier/test-stdout.txt``."""
-    seconds = f"{timeout_sec:g}"
-    return (
-        f"timeout -k {KILL_AFTER_SEC} {seconds} bash {shlex.quote(sandbox.tests_dir + '/test.sh')} "
-        f"> {shlex.quote(sandbox.logs_dir + '/test-stdout.txt')} 2>&1"
-    )
-
-
-def collect_command(sandbox: Sandbox) -> str:
-    """Prints, base64'd, a tar of the reward files (a non-regular one as a folder) and the output's tail."""
-    return "\n".join(
-        [
-            "set -e",
-            "out=$(mktemp -d); trap 'rm -rf -- \"$out\"' EXIT",
-            f"cd {shlex.quote(sandbox.logs_dir)}",
-            "for f in reward.json reward.txt; do",
-            '  if [ -f "$f" ] && [ ! -L "$f" ]; then head -c ' + str(MAX_REWARD_BYTES + 1) + ' -- "$f" > "$out/$f"',
-            '  elif [ -e "$f" ] || [ -L "$f" ]; then mkdir "$out/$f"; fi',
-            "done",
-            f'if [ -f test-stdout.txt ]; then tail -c {STDOUT_TAIL_BYTES} test-stdout.txt > "$out/test-stdout.txt"; fi',
-            'tar -C "$out" -czf - . | base64',
-        ]
-    )
-
-
-def _unpack_collected(text: str, folder: Path) -> str:
-    """Writes the collected reward files into ``folder``; returns the output's tail."""
-    stdout = ""
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(text)), mode="r:gz") as archive:
-        for member in archive.getmembers():
-            name = member.name[2:] if member.name.startswith("./") else member.name
-            if name in ("reward.json", "reward.txt"):
-                if member.isdir():
-                    (folder / name).mkdir()
-                elif member.isfile():
-                    extracted = archive.extractfile(member)
-                    assert extracted is not None
-                    (folder / name).write_bytes(extracted.read())
-            elif name == "test-stdout.txt" and member.isfile():
-                extracted = archive.extractfile(member)
-                assert extracted is not None
-                stdout = extracted.read().decode(errors="replace")
-    return stdout
-
-
-def _mask_for_prepare(return_code: int, output: str) -> VerificationOutcome:
-    if return_code == _NO_VERIFIER_TOOL or (return_code in (126, 127) and "bash" in output):
-        return masked("verifier_error", f"test.sh cannot start: {output.strip() or 'the image has no bash'}")
-    if return_code == _NO_PROVIDER_TOOL:
-        return masked("provider_unavailable", f"the shim cannot be staged: {output.strip()}")
-    return masked("sandbox_error", f"staging /tests failed (exit {return_code}): {output.strip()[-500:]}")
+def _is_admin(user: Optional[User], sandbox: Sandbox) -> bool:
+    """Whether ``user`` is the sandbox's admin (root, by name or uid) or stands for it."""
+    admin = sandbox.admin_user
+    if user is None:
+        return True
+    names = {str(admin), *(("root", "0", "0:0", "root:root") if str(admin) in ("root", "0") else ())}
+    return str(user) in names
 
 
 async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
-    """Runs the collect hooks, stages the plan's archive over /tests, runs test.sh from the sandbox's
-    workdir under its timeout, and reads the rewards. Secret values never reach the outcome."""
+    """Runs the collect hooks, stages the plan over /tests, runs test.sh from the sandbox's workdir
+    under its timeout, and scores what comes back. Secret values never reach the outcome; any
+    fault of the sandbox (an exception of any kind from it, damaged or lost results) masks the
+    sample, never scores it."""
     if isinstance(plan.user, str) and ":" in plan.user and not getattr(sandbox, "supports_user_groups", False):
         raise TaskError(
             f"[verifier].user = {plan.user!r}: a user with a group (name:group) works on the Docker sandbox only"
@@ -272,9 +240,23 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
             "this sandbox cannot give a task's own test.sh a private /tests and /logs/verifier "
             "(the local sandbox needs Linux with bubblewrap for that); run it with --sandbox docker"
         )
+    verifier = plan.user if plan.user is not None else sandbox_option(sandbox, "default_user", None)
+    if not _is_admin(verifier, sandbox) and str(sandbox.admin_user) not in ("root", "0"):
+        raise SandboxError(
+            f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
+        )
     await run_collect_hooks(plan.collect, sandbox)
-    outcome = await _run(plan, sandbox)
-    return replace(outcome, stdout=plan.redact(outcome.stdout), detail=plan.redact(outcome.detail))
+    outcome = await _grade(plan, sandbox, verifier)
+    if outcome.masked:
+        _count_mask(outcome)
+    return replace(
+        outcome,
+        detail=plan.redact(outcome.detail),
+        metrics={plan.redact(key): value for key, value in outcome.metrics.items()},
+        reward_components=None
+        if outcome.reward_components is None
+        else [plan.redact(name) for name in outcome.reward_components],
+    )
 
 
 async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> None:
@@ -287,71 +269,160 @@ async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> N
         seconds = int(hook.timeout_sec) or None
         try:
             result = await sandbox.exec(hook.command, cwd=sandbox.workdir, timeout_s=seconds, user=hook.user)
-        except SandboxError as error:
+        except Exception as error:  # any fault of the sandbox: hooks never decide the outcome
             LOGGER.warning("collect hook %r failed: %s", hook.command, error)
             continue
         if result.return_code != 0:
             LOGGER.warning("collect hook %r exited with %d: %s", hook.command, result.return_code, result.stderr[-500:])
 
 
-async def _run(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
-    stage = f"{sandbox.tmp_dir}/nemo-gym-stage-{uuid.uuid4().hex}.tgz"
+def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
+    """The mask for a grading exec that stopped before its results (``grading``'s statuses)."""
+    output = output.strip()
+    if return_code == NO_VERIFIER_TOOL or (return_code in (126, 127) and "bash" in output):
+        return masked("verifier_error", f"test.sh cannot start: {output[-500:] or 'the image has no bash'}")
+    if return_code == UNKNOWN_USER or (return_code == 126 and "unable to find user" in output):
+        return masked("verifier_error", f"test.sh cannot start: {output[-500:]}")
+    if return_code == NO_PROVIDER_TOOL:
+        return masked("provider_unavailable", f"the shim cannot be staged: {output[-500:]}")
+    return masked("sandbox_error", f"grading failed in the sandbox (exit {return_code}): {output[-500:]}")
+
+
+async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[User]) -> VerificationOutcome:
+    run_id = secrets.token_hex(8)
+    python = plan.kind == PYTHON
+    nonce = secrets.token_hex(16) if python else None
+    tests = sandbox.tests_dir.rstrip("/")
+    parent, top = tests.rsplit("/", 1)
+    by_admin = python or _is_admin(verifier, sandbox)
+    handover = "" if _is_admin(verifier, sandbox) else (HANDOVER_READ if python else HANDOVER_OWN)
+    archives = isinstance(sandbox, ArchiveSandbox)
+    upload = "" if archives else f"{sandbox.tmp_dir}/nemo-gym-stage-{run_id}.tar"
+    out_dir = f"{tests}/.gym-out-{run_id}"
+    steps = GradingSteps(
+        steps=("prepare", "run", "finish") if by_admin else ("prepare",),
+        kind="python" if python else "shell",
+        tests_dir=tests,
+        logs_dir=sandbox.logs_dir,
+        stage=f".gym-stage-{run_id}",
+        out_dir=out_dir,
+        timeout_sec=plan.timeout_sec,
+        kill_after_sec=KILL_AFTER_SEC,
+        tail_bytes=STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES,
+        max_reward_bytes=MAX_REWARD_BYTES,
+        max_report_chars=MAX_REPORT_CHARS,
+        inputs=plan.inputs,
+        handover=handover,
+        run_as="" if not handover else str(verifier),
+        kill_strays=bool(sandbox_option(sandbox, "private_pids", False)),
+        archive=upload,
+        out_tar="" if archives else f"{out_dir}.tar",
+    )
     env = dict(plan.env)
     if sandbox.logs_dir != "/logs/verifier":
         env["VERIFIER_LOGS_DIR"] = sandbox.logs_dir
+    data = run_archive(plan.files, top=top, stage=steps.stage, nonce=nonce)
+    run_limit = plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
     with tempfile.TemporaryDirectory(prefix="nemo-gym-verification-") as scratch:
-        local_stage = Path(scratch) / "stage.tgz"
-        local_stage.write_bytes(plan.archive)
         try:
-            await sandbox.upload_file(str(local_stage), stage)
-            prepared = await sandbox.exec(
-                prepare_command(sandbox, stage, plan.inputs),
-                cwd="/",
-                user=sandbox.admin_user,
-                timeout_s=HOUSEKEEPING_TIMEOUT_SEC,
-            )
-        except SandboxError as error:
-            return masked("sandbox_error", f"staging /tests failed: {error}")
-        if prepared.return_code != 0:
-            return _mask_for_prepare(prepared.return_code, prepared.stdout + prepared.stderr)
-
-        started = time.monotonic()
-        timed_out = False
+            if archives:
+                await sandbox.put_archive(parent or "/", data)  # type: ignore[attr-defined]
+            else:
+                local = Path(scratch) / "stage.tar"
+                local.write_bytes(data)
+                os.chmod(local, 0o600)
+                await sandbox.upload_file(str(local), upload)
+        except Exception as error:  # any fault of the sandbox or its provider
+            return masked("sandbox_error", f"staging /tests failed: {_describe(error)}")
+        timed_out_on_host = False
         try:
             ran = await sandbox.exec(
-                run_command(sandbox, plan.timeout_sec),
+                grading_command(steps),
                 cwd=sandbox.workdir,
                 env=env,
-                user=plan.user,
-                timeout_s=plan.timeout_sec + KILL_AFTER_SEC + HOST_MARGIN_SEC,
+                user=sandbox.admin_user,
+                timeout_s=run_limit if by_admin else HOUSEKEEPING_TIMEOUT_SEC,
+                clean_shell=True,
             )
-            elapsed = time.monotonic() - started
-            timed_out = ran.return_code in (124, 137) and elapsed >= plan.timeout_sec
-            if ran.return_code == 126 and "unable to find user" in ran.stdout + ran.stderr:
-                # Docker's refusal of an unknown [verifier].user: the task's fault, never the agent's.
-                return masked("verifier_error", f"test.sh cannot start: {(ran.stdout + ran.stderr).strip()}")
+            if ran.return_code == 0 and not by_admin:
+                user_steps = replace(steps, steps=("run", "finish"), archive="")
+                ran = await sandbox.exec(
+                    grading_command(user_steps),
+                    cwd=sandbox.workdir,
+                    env=env,
+                    user=verifier,
+                    timeout_s=run_limit,
+                    clean_shell=True,
+                )
         except ExecTimeout:
-            timed_out = True
-        except SandboxError as error:
-            return masked("sandbox_error", f"running test.sh failed: {error}")
-
-        try:
-            collected = await sandbox.exec(
-                collect_command(sandbox), cwd="/", user=sandbox.admin_user, timeout_s=HOUSEKEEPING_TIMEOUT_SEC
+            timed_out_on_host = True
+        except Exception as error:
+            return masked("sandbox_error", f"grading failed: {_describe(error)}")
+        if timed_out_on_host:
+            # The in-sandbox timeout always fires first; the sandbox hung past it, so nothing came back.
+            return VerificationOutcome(
+                reward=0.0, failure_kind=VERIFIER_TIMEOUT, detail="the sandbox did not return from grading in time"
             )
-            if collected.return_code != 0:
-                raise SandboxError(collected.stderr.strip() or f"exit {collected.return_code}")
-            logs = Path(scratch) / "logs"
-            logs.mkdir()
-            stdout = _unpack_collected(collected.stdout, logs)
-        except (SandboxError, tarfile.TarError, ValueError, OSError) as error:
-            return masked("sandbox_error", f"the reward could not be copied out: {error}")
-        outcome: RewardOutcome = read_reward(logs, timed_out=timed_out)
+        if ran.return_code != 0:
+            return _mask_for_exit(ran.return_code, ran.stdout + ran.stderr)
+        try:
+            if archives:
+                results = await sandbox.get_archive(out_dir, limit=MAX_RESULTS_BYTES)  # type: ignore[attr-defined]
+            else:
+                local_results = Path(scratch) / "results.tar"
+                await sandbox.download_file(steps.out_tar, str(local_results))
+                if local_results.stat().st_size > MAX_RESULTS_BYTES:
+                    raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
+                results = local_results.read_bytes()
+            collected = read_collected(results)
+        except Exception as error:  # damaged, lost or oversized results: never scored
+            return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
+    return _outcome(plan, collected, nonce)
+
+
+def _outcome(plan: VerificationPlan, collected: Collected, nonce: Optional[str]) -> VerificationOutcome:
+    """Scores what came back: a task's own test.sh by its reward files, as Harbor does; the shim by
+    the runner's report (``reports``)."""
+    elapsed = collected.elapsed_sec or 0.0
+    timed_out = collected.status in (124, 137) and elapsed >= plan.timeout_sec
+    files: Dict[str, Optional[bytes]] = {}
+    for name, kind in collected.kinds.items():
+        files[name] = collected.files.get(name) if kind == "file" else UNREADABLE
+    raw_stdout = collected.files.get("test-stdout.txt", b"")
+    cut = len(raw_stdout) >= STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES
+    # Redacted before it is trimmed to its tail, so that no trimming can split a secret.
+    stdout = plan.redact(raw_stdout.decode(errors="replace"), cut=cut)[-STDOUT_TAIL_BYTES:]
+    if nonce is None:
+        reward = reward_from_files(files, timed_out=timed_out)
+    else:
+        reports = find_reports(collected.files.get("report", b"").decode(errors="replace"), nonce)
+        reward, note = judge_report(reports, files, timed_out=timed_out)
+        if note is not None:
+            LOGGER.warning("a verifier's result was tampered with: %s", note)
+            TAMPERING[note.split(":")[0]] += 1
     return VerificationOutcome(
-        reward=outcome.reward,
-        metrics=outcome.metrics,
-        reward_components=outcome.reward_components,
-        failure_kind=outcome.failure_kind,
-        detail=outcome.detail,
+        reward=reward.reward,
+        metrics=reward.metrics,
+        reward_components=reward.reward_components,
+        failure_kind=reward.failure_kind,
+        detail=reward.detail,
         stdout=stdout,
     )
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _count_mask(outcome: VerificationOutcome) -> None:
+    # Masking is itself a reward hack when the agent can cause it (fill the disk, delete a tool):
+    # every mask is counted and logged so that operators see a rate that moves.
+    assert outcome.mask_reason is not None
+    MASKS[outcome.mask_reason] += 1
+    LOGGER.warning("masked a sample (%s): %s", outcome.mask_reason, outcome.detail)
+
+
+def mask_counts() -> Dict[str, int]:
+    """How many samples this process masked, by reason (also logged, one warning each)."""
+    return dict(MASKS)

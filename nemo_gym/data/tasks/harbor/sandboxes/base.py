@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Protocol, Union
+from typing import Any, Mapping, Optional, Protocol, Union, runtime_checkable
 
 User = Union[str, int]
+
+# What one exec keeps of each output stream: its tail, enough for any error message, bounded for a
+# flood (a verifier's own output goes to test-stdout.txt, never here).
+MAX_EXEC_OUTPUT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class Sandbox(Protocol):
     ``/logs/verifier`` and ``/tmp`` (a local sandbox without a private mount namespace maps them to
     folders of its own), and ``workdir`` is the task's working directory in it. ``admin_user``
     empties and fills those folders (``root`` in a container; ``None``, the caller, locally).
+    ``default_user`` is who a command runs as when no user is named (the image's ``USER``;
+    ``None`` when that is the admin or unknown). ``private_pids`` says every process a scan of
+    ``/proc`` finds belongs to this sandbox (its own PID namespace), so grading may kill whatever
+    started after it began.
     """
 
     admin_user: Optional[User]
@@ -48,10 +56,37 @@ class Sandbox(Protocol):
         env: Optional[Mapping[str, str]] = None,
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
+        clean_shell: bool = False,
     ) -> ExecResult:
-        """Runs ``command`` with bash; ``ExecTimeout`` past ``timeout_s``, ``SandboxError`` when lost."""
+        """Runs ``command`` with bash; ``ExecTimeout`` past ``timeout_s``, ``SandboxError`` when lost.
+
+        ``clean_shell`` starts bash in privileged mode (``bash -p``): no ``BASH_ENV``/``ENV`` file,
+        no function or ``SHELLOPTS`` from the environment runs before ``command``. Each output is
+        kept to its last ``MAX_EXEC_OUTPUT_BYTES``.
+        """
         ...
 
-    async def upload_file(self, local_path: str, sandbox_path: str) -> None: ...
+    async def upload_file(self, local_path: str, sandbox_path: str) -> None:
+        """Copies a file in; it must arrive readable by the admin user alone."""
+        ...
 
     async def download_file(self, sandbox_path: str, local_path: str) -> None: ...
+
+
+@runtime_checkable
+class ArchiveSandbox(Protocol):
+    """A sandbox that moves files in and out as tar archives without any tool inside it (the
+    Docker engine's archive calls): grading then needs no ``tar`` the agent could delete."""
+
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        """Unpacks the tar ``data`` into ``folder``, with the members' modes and owners."""
+        ...
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        """A tar of ``path`` (a folder and what it holds, links as links); ``SandboxError`` past ``limit`` bytes."""
+        ...
+
+
+def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
+    """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
+    return getattr(sandbox, name, default)

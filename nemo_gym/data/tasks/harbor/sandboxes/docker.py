@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, SandboxError, User
+from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
 
 try:
     import docker
@@ -35,7 +35,7 @@ def _single_file_tar(data: bytes, name: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         info = tarfile.TarInfo(name)
-        info.size, info.mode = len(data), 0o644
+        info.size, info.mode = len(data), 0o600  # readable by root alone until grading moves it
         archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
@@ -49,6 +49,7 @@ class DockerSandbox:
 
     admin_user: Optional[User] = "root"
     supports_user_groups = True  # docker exec -u accepts name:group
+    private_pids = True  # the container's own PID namespace
     tests_dir = "/tests"
     logs_dir = "/logs/verifier"
     tmp_dir = "/tmp"
@@ -76,6 +77,7 @@ class DockerSandbox:
         self._labels = {"nemo-gym.sandbox": "1", **(labels or {})}
         self._client = client
         self._container: Any = None
+        self.default_user: Optional[User] = None  # the image's USER, once the container runs
 
     async def __aenter__(self) -> DockerSandbox:
         await self.start()
@@ -100,6 +102,8 @@ class DockerSandbox:
             )
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
+        configured = ((getattr(self._container, "attrs", None) or {}).get("Config") or {}).get("User") or ""
+        self.default_user = configured if configured not in ("", "root", "0", "0:0", "root:root") else None
         made = await self._exec_argv(
             ["mkdir", "-p", self.workdir], cwd="/", env=None, timeout_s=60, user=self.admin_user
         )
@@ -129,8 +133,11 @@ class DockerSandbox:
         env: Optional[Mapping[str, str]] = None,
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
+        clean_shell: bool = False,
     ) -> ExecResult:
-        return await self._exec_argv(["bash", "-c", command], cwd=cwd, env=env, timeout_s=timeout_s, user=user)
+        # A clean shell is found by its absolute path: the container's PATH may name the agent's folders.
+        argv = ["/bin/bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
+        return await self._exec_argv(argv, cwd=cwd, env=env, timeout_s=timeout_s, user=user)
 
     async def _exec_argv(
         self,
@@ -142,48 +149,77 @@ class DockerSandbox:
         user: Optional[User],
     ) -> ExecResult:
         container = self._require()
-        call = _in_thread(
-            container.exec_run,
-            argv,
-            workdir=cwd or self.workdir,
-            environment=dict(env or {}),
-            user="" if user is None else str(user),
-            demux=True,
-        )
+        api = self._client.api
+
+        def run() -> ExecResult:
+            created = api.exec_create(
+                container.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                workdir=cwd or self.workdir,
+                environment=dict(env or {}),
+                user="" if user is None else str(user),
+            )
+            stdout, stderr = b"", b""
+            for out, err in api.exec_start(created["Id"], stream=True, demux=True):
+                stdout = (stdout + (out or b""))[-MAX_EXEC_OUTPUT_BYTES:]
+                stderr = (stderr + (err or b""))[-MAX_EXEC_OUTPUT_BYTES:]
+            code = api.exec_inspect(created["Id"]).get("ExitCode")
+            return ExecResult(
+                stdout.decode(errors="replace"), stderr.decode(errors="replace"), -1 if code is None else code
+            )
+
         try:
-            result = await asyncio.wait_for(call, timeout_s)
+            return await asyncio.wait_for(_in_thread(run), timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
         except Exception as error:
             raise SandboxError(f"exec in the container failed: {error}") from error
-        stdout, stderr = result.output if result.output else (None, None)
-        return ExecResult(
-            (stdout or b"").decode(errors="replace"),
-            (stderr or b"").decode(errors="replace"),
-            result.exit_code,
-        )
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
         folder, _, name = sandbox_path.rpartition("/")
         data = _single_file_tar(Path(local_path).read_bytes(), name)
-        await self._put_archive(folder or "/", data, sandbox_path)
+        await self.put_archive(folder or "/", data)
 
-    async def _put_archive(self, folder: str, data: bytes, what: str) -> None:
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        """Unpacks the tar ``data`` into ``folder`` through the engine: no tool inside the container."""
         container = self._require()
         try:
             if not await _in_thread(container.put_archive, folder, data):
-                raise SandboxError(f"upload to {what} failed")
+                raise SandboxError(f"upload into {folder} failed")
         except SandboxError:
             raise
         except Exception as error:
-            raise SandboxError(f"upload to {what} failed: {error}") from error
+            raise SandboxError(f"upload into {folder} failed: {error}") from error
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        """A tar of ``path`` through the engine, read up to ``limit`` bytes."""
+        container = self._require()
+
+        def read() -> bytes:
+            stream, _ = container.get_archive(path, chunk_size=1 << 16)
+            chunks, size = [], 0
+            for chunk in stream:
+                size += len(chunk)
+                if size > limit:
+                    raise SandboxError(f"{path} is larger than {limit} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            return await _in_thread(read)
+        except SandboxError:
+            raise
+        except Exception as error:
+            raise SandboxError(f"download of {path} failed: {error}") from error
 
     async def _put_folder(self, folder: Path, target: str) -> None:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             for path in sorted(folder.iterdir()):
                 archive.add(str(path), arcname=path.name)
-        await self._put_archive(target, buffer.getvalue(), target)
+        await self.put_archive(target, buffer.getvalue())
 
     async def download_file(self, sandbox_path: str, local_path: str) -> None:
         container = self._require()

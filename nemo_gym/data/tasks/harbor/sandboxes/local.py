@@ -1,31 +1,69 @@
-"""``LocalSandbox``: verification on this machine, in private temporary folders.
+"""``LocalSandbox``: verification on this machine, treating the host as a container treats its host.
 
-On Linux with bubblewrap, every command runs in a private mount and PID namespace: ``/tests``,
-``/logs`` and ``/tmp`` are the sandbox's own folders, the workspace keeps its path, and the rest of
-the file system is the host's. So a task's own ``test.sh`` that writes ``/logs/verifier/reward.txt``
-works, concurrent sandboxes never share a folder, and every process a verifier leaves behind dies
-with it. Without bubblewrap, the paths map to the sandbox's folders instead (the shim takes
-``VERIFIER_LOGS_DIR``), and a task's own ``test.sh`` is refused with a pointer to ``--sandbox docker``.
-It never writes outside its temporary folders and the workspace.
+On Linux with bubblewrap, every command runs in a private mount and PID namespace:
+- the host's file system is there read-only; ``/tests``, ``/logs`` and ``/tmp`` are the sandbox's own
+  folders, ``/var/tmp`` and ``/dev/shm`` are empty tmpfs, and ``/root``, the caller's home and
+  ``/usr/local`` are tmpfs with what the host has there bound back read-only (a ``test.sh`` can add
+  files there, never change the host's); the workspace, at its own path, is the only host folder
+  a command can write;
+- as root it keeps Docker's default capabilities only (no ``CAP_SYS_ADMIN`` to remount, no
+  ``CAP_SYS_PTRACE``), and every process it leaves dies with the namespace;
+- its environment is built from the task's declared env and a minimal base (``PATH``, ``HOME``,
+  ``LANG``), never the host's: a host credential in an environment variable is not there.
+Without bubblewrap, the paths map to the sandbox's folders instead (the shim takes
+``VERIFIER_LOGS_DIR``), commands see the host as it is, and a task's own ``test.sh`` is refused
+with a pointer to ``--sandbox docker``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import io
 import os
+import posixpath
 import pwd
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, SandboxError, User
+from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    MAX_EXEC_OUTPUT_BYTES,
+    ExecResult,
+    ExecTimeout,
+    SandboxError,
+    User,
+)
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
+# Empty and writable, as in a fresh container.
+_TMPFS = ("/var/tmp", "/dev/shm")
+# Writable where a test.sh expects to write (pip's and apt's caches, a user's dotfiles), with the
+# host's entries bound back read-only: files can be added, the host's cannot change.
+_LAYERED = ("/root", "/usr/local")
+# Docker's default capabilities: a root verifier can chown, switch users and kill in its
+# namespace, but not mount, trace other processes or load modules.
+_CAPABILITIES = (
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,6 +84,26 @@ def namespaces_available() -> bool:
     return probe.returncode == 0
 
 
+def _caller() -> Tuple[str, str]:
+    """The caller's user name (its uid when it has none) and home folder."""
+    try:
+        entry = pwd.getpwuid(os.getuid())
+    except KeyError:
+        return str(os.getuid()), "/"
+    return entry.pw_name, entry.pw_dir
+
+
+def base_env() -> Dict[str, str]:
+    """The minimal environment every command starts from: the host's ``PATH`` (absolute entries
+    only: a relative one would resolve in whatever folder a command runs in), ``HOME`` and ``LANG``."""
+    path = ":".join(entry for entry in os.environ.get("PATH", "").split(":") if entry.startswith("/"))
+    return {
+        "PATH": path or "/usr/local/bin:/usr/bin:/bin",
+        "HOME": _caller()[1],
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+
+
 def _host_binds() -> List[str]:
     arguments: List[str] = []
     for entry in sorted(os.listdir("/")):
@@ -55,14 +113,28 @@ def _host_binds() -> List[str]:
         if os.path.islink(path):
             arguments += ["--symlink", os.readlink(path), path]
         else:
-            arguments += ["--bind", path, path]
+            arguments += ["--ro-bind", path, path]
+    return arguments
+
+
+def _layered(folder: str) -> List[str]:
+    """A tmpfs over ``folder`` with the host's entries bound back read-only."""
+    if folder in ("", "/") or not os.path.isdir(folder) or os.path.islink(folder):
+        return []
+    arguments = ["--tmpfs", folder]
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.islink(path):
+            arguments += ["--symlink", os.readlink(path), path]
+        else:
+            arguments += ["--ro-bind", path, path]
     return arguments
 
 
 class LocalSandbox:
     """A sandbox on this machine; use it as an async context manager (``close`` removes its folders)."""
 
-    admin_user: Optional[User] = None  # its folders are the caller's own
+    supports_user_groups = False
 
     def __init__(
         self,
@@ -79,6 +151,9 @@ class LocalSandbox:
         for folder in ("tests", "logs/verifier", "tmp"):
             (self._root / folder).mkdir(parents=True)
         self._env = dict(env or {})
+        self.admin_user: Optional[User] = _caller()[0]  # its folders are the caller's own
+        self.default_user: Optional[User] = None
+        self.private_pids = self.isolated  # each command's own PID namespace
         if self.isolated:
             self.tests_dir, self.logs_dir, self.tmp_dir = "/tests", "/logs/verifier", "/tmp"
         else:
@@ -109,30 +184,39 @@ class LocalSandbox:
             return Path(path)
         raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace")
 
-    def _command(self, command: str, cwd: str, user: Optional[User]) -> List[str]:
-        argv = ["bash", "-c", command]
+    def _command(self, command: str, cwd: str, user: Optional[User], clean_shell: bool) -> List[str]:
+        argv = ["bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
         if user is not None:
             argv = self._as_user(user) + argv
         if not self.isolated:
             return argv
+        capabilities: List[str] = []
+        if os.getuid() == 0:
+            capabilities = ["--cap-drop", "ALL"]
+            for capability in _CAPABILITIES:
+                capabilities += ["--cap-add", capability]
+        folders = dict.fromkeys((*_LAYERED, _caller()[1]))
+        layered = [argument for folder in folders for argument in _layered(folder)]
         return [
             "bwrap",
             *_host_binds(),
-            "--dev-bind", "/dev", "/dev",
+            *layered,
+            "--dev", "/dev",
             "--proc", "/proc",
+            *[argument for folder in _TMPFS for argument in ("--tmpfs", folder)],
             "--bind", str(self._root / "tmp"), "/tmp",
             "--bind", str(self._root / "tests"), "/tests",
             "--bind", str(self._root / "logs"), "/logs",
             "--bind", str(self.workspace), str(self.workspace),
             "--unshare-pid",
             "--die-with-parent",
+            *capabilities,
             "--chdir", cwd,
             "--",
             *argv,
         ]  # fmt: skip
 
-    @staticmethod
-    def _as_user(user: User) -> List[str]:
+    def _as_user(self, user: User) -> List[str]:
         try:
             entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
         except KeyError:
@@ -153,16 +237,17 @@ class LocalSandbox:
         env: Optional[Mapping[str, str]] = None,
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
+        clean_shell: bool = False,
     ) -> ExecResult:
         if isinstance(user, str) and ":" in user:
             raise SandboxError(f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only")
         directory = cwd or self.workdir
-        environment: Dict[str, str] = {**os.environ, **self._env, **(env or {})}
+        environment: Dict[str, str] = {**base_env(), **self._env, **(env or {})}
         if not self.isolated:
             environment["TMPDIR"] = self.tmp_dir
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._command(command, directory, user),
+                *self._command(command, directory, user, clean_shell),
                 cwd=directory if not self.isolated else None,
                 env=environment,
                 stdin=subprocess.DEVNULL,
@@ -170,10 +255,13 @@ class LocalSandbox:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
             )
-        except OSError as error:
+        except (OSError, ValueError) as error:
             raise SandboxError(f"cannot start a command in the local sandbox: {error}") from error
+        assert process.stdout is not None and process.stderr is not None
+        reading = asyncio.gather(_tail(process.stdout), _tail(process.stderr), process.wait())
+        reading.add_done_callback(_retrieve)  # a cancelled run (Ctrl-C, SIGTERM) must not log a stray error
         try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(), timeout_s)
+            stdout, stderr, _ = await asyncio.wait_for(reading, timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
         finally:
@@ -191,6 +279,7 @@ class LocalSandbox:
             if target.is_symlink():
                 target.unlink()
             shutil.copyfile(local_path, target)
+            target.chmod(0o600)
         except OSError as error:
             raise SandboxError(f"upload to {sandbox_path} failed: {error}") from error
 
@@ -202,6 +291,55 @@ class LocalSandbox:
             shutil.copyfile(source, local_path)
         except OSError as error:
             raise SandboxError(f"download of {sandbox_path} failed: {error}") from error
+
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        """Unpacks the tar ``data`` into ``folder``: folders and regular files only, with their modes."""
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+                for member in archive:
+                    parts = member.name.strip("/").split("/")
+                    if any(part in ("", ".", "..") for part in parts) or not (member.isdir() or member.isfile()):
+                        raise SandboxError(f"refusing the archive member {member.name!r}")
+                    path = self.host_path(posixpath.join(folder, *parts))
+                    if path.is_symlink():
+                        path.unlink()
+                    if member.isdir():
+                        path.mkdir(parents=True, exist_ok=True)
+                    else:
+                        extracted = archive.extractfile(member)
+                        assert extracted is not None
+                        path.write_bytes(extracted.read())
+                    path.chmod(member.mode & 0o7777)
+        except (OSError, tarfile.TarError) as error:
+            raise SandboxError(f"upload into {folder} failed: {error}") from error
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        """A tar of ``path``: a folder and its regular files and folders (links as links)."""
+        source = self.host_path(path)
+        buffer = io.BytesIO()
+        try:
+            with tarfile.open(fileobj=buffer, mode="w") as archive:
+                archive.add(str(source), arcname=source.name, recursive=True)
+        except OSError as error:
+            raise SandboxError(f"download of {path} failed: {error}") from error
+        if buffer.tell() > limit:
+            raise SandboxError(f"{path} is larger than {limit} bytes")
+        return buffer.getvalue()
+
+
+def _retrieve(future: asyncio.Future) -> None:  # type: ignore[type-arg]
+    if not future.cancelled():
+        future.exception()
+
+
+async def _tail(stream: asyncio.StreamReader, limit: int = MAX_EXEC_OUTPUT_BYTES) -> bytes:
+    """Everything ``stream`` gives until it closes, keeping only the last ``limit`` bytes."""
+    kept = b""
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return kept
+        kept = (kept + chunk)[-limit:]
 
 
 def _kill_group(pid: int) -> None:

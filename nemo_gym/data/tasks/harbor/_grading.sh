@@ -1,0 +1,187 @@
+# The in-sandbox half of one verification (nemo_gym.data.tasks.harbor.grading writes the variables
+# this file reads and runs it as `bash -p`: no BASH_ENV, ENV, exported functions or SHELLOPTS).
+#
+#   prepare  As the admin (root): make /tests and /logs/verifier real folders only the admin can
+#            enter, empty them (keeping declared inputs), move the staged files in from the run's
+#            stage folder, and hand them to the verifier's user as the verifier kind needs.
+#   run      test.sh under timeout, from the working directory, with the verifier's PATH and env,
+#            its output in test-stdout.txt; a Python verifier also gets the private report channel.
+#   finish   Kill every process started since this exec began, lock /logs/verifier, copy the reward
+#            files, the report and the output's tail into the run's out folder with their SHA-256
+#            sums, and remove everything else from /tests (the answers).
+#
+# Only bash builtins and coreutils: no tar, gzip, find or base64 unless the sandbox has no archive
+# calls (ARCHIVE / OUT_TAR set). Exit statuses 90-93 tell the host why nothing ran (keep in sync
+# with grading.py).
+verifier_path=${PATH-}
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+unset -v BASH_ENV ENV CDPATH GLOBIGNORE
+umask 077
+shopt -s dotglob nullglob
+
+fail() { echo "$2"; exit "$1"; }
+
+# This exec's own start, in clock ticks since boot: whatever starts later belongs to grading.
+IFS= read -r stat < "/proc/$$/stat"
+set -- ${stat##*) }
+started=${20}
+
+needed=(rm mkdir chown chmod mv head tail sha256sum)
+[ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
+[ -n "$HANDOVER" ] && needed+=(id)
+case " $STEPS " in *" run "*) command -v timeout >/dev/null 2>&1 || fail 90 "the image has no timeout" ;; esac
+for tool in "${needed[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || fail 91 "the image has no $tool"
+done
+timeout_bin=$(command -v timeout)
+is_root=0
+[ "$EUID" = 0 ] && is_root=1
+
+prepare() {
+  local parent=${LOGS%/*} entry name input keep doomed=()
+  # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
+  # be swapped for a symlink between the checks below and their use.
+  if [ -n "$parent" ]; then
+    umask 022
+    mkdir -p -- "$parent" || fail 92 "cannot create $parent"
+    umask 077
+    [ "$is_root" = 1 ] && chown 0:0 -- "$parent"
+    chmod go-w,a+rx -- "$parent"
+  fi
+  for entry in "$TESTS" "$LOGS"; do
+    if [ -L "$entry" ] || { [ -e "$entry" ] && [ ! -d "$entry" ]; }; then rm -f -- "$entry"; fi
+  done
+  mkdir -p -- "$TESTS" "$LOGS" || fail 92 "cannot create $TESTS and $LOGS"
+  [ "$is_root" = 1 ] && chown 0:0 -- "$TESTS" "$LOGS"
+  chmod 0700 -- "$TESTS" "$LOGS" || fail 92 "cannot make $TESTS and $LOGS private"
+  for entry in "$TESTS"/*; do
+    [ "${entry##*/}" = "$STAGE" ] || doomed+=("$entry")
+  done
+  for entry in "$LOGS"/*; do
+    name=${entry##*/}
+    keep=0
+    for input in "${INPUTS[@]}"; do
+      [ "$name" = "$input" ] && [ -f "$entry" ] && [ ! -L "$entry" ] && keep=1
+    done
+    [ "$keep" = 1 ] || doomed+=("$entry")
+  done
+  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" || fail 92 "cannot empty $TESTS and $LOGS"
+  if [ -n "$ARCHIVE" ]; then
+    tar -xf "$ARCHIVE" -C "${TESTS%/*}/" --no-same-owner || fail 92 "cannot unpack the staged files"
+    rm -f -- "$ARCHIVE"
+  fi
+  local stage=$TESTS/$STAGE
+  [ -d "$stage" ] && [ ! -L "$stage" ] && [ -f "$stage/test.sh" ] || fail 92 "the staged files did not arrive in $stage"
+  mkdir -- "$OUT" || fail 92 "cannot create $OUT"
+  if [ -f "$stage/.gym-nonce" ]; then mv -- "$stage/.gym-nonce" "$OUT/nonce" || fail 92 "cannot move the nonce"; fi
+  mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
+  chmod 0755 -- "$TESTS/test.sh"
+  case "$HANDOVER" in
+    read)  # a Python verifier: the runner starts as the admin and switches itself; its user reads /tests, writes nothing there
+      local group
+      group=$(id -g -- "${RUN_AS%%:*}" 2>/dev/null) || case "${RUN_AS%%:*}" in
+        *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
+        *) group=0 ;;
+      esac
+      chown -R "0:$group" -- "$TESTS" && chown 0:0 -- "$OUT" && chmod -R u=rwX,g=rX,o= -- "$TESTS" && chmod 0700 -- "$OUT" \
+        || fail 92 "cannot hand $TESTS to $RUN_AS"
+      ;;
+    own)  # a task's own test.sh run as another user: Harbor's semantics, the folders are that user's
+      id -u -- "${RUN_AS%%:*}" >/dev/null 2>&1 || case "${RUN_AS%%:*}" in
+        *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
+      esac
+      chown -R -- "$RUN_AS" "$TESTS" "$LOGS" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
+      ;;
+  esac
+}
+
+run() {
+  local up
+  exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" || fail 92 "cannot create $LOGS/test-stdout.txt"
+  if [ "$KIND" = python ]; then
+    exec 3>"$OUT/report" || fail 92 "cannot create the report file"
+    export NEMO_GYM_REPORT_FD=3 NEMO_GYM_NONCE_FILE="$OUT/nonce"
+    if [ "$HANDOVER" = read ]; then
+      export NEMO_GYM_RUN_AS="$RUN_AS"
+      chown -- "$RUN_AS" "$LOGS" || fail 92 "cannot hand $LOGS to $RUN_AS"
+    fi
+  fi
+  IFS=' ' read -r up _ < /proc/uptime
+  run_started=${up/./}
+  umask 022
+  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" >&4 2>&4 4>&- 5>&-
+  status=$?
+  umask 077
+  IFS=' ' read -r up _ < /proc/uptime
+  elapsed=$(( ${up/./} - run_started ))
+  exec 3>&- 4>&-
+  unset -v NEMO_GYM_REPORT_FD NEMO_GYM_NONCE_FILE NEMO_GYM_RUN_AS
+}
+
+kill_strays() {
+  # Every process started since this exec began dies before the result is read: a daemon that
+  # verify's subprocess left behind (setsid, double fork) must not rewrite anything afterwards.
+  # Not this shell, its ancestors (a local sandbox's namespace init) or PID 1.
+  local keep=" 1 " pid=$$ dir line found round
+  while [ -n "$pid" ] && [ "$pid" != 0 ]; do
+    keep="$keep$pid "
+    IFS= read -r line < "/proc/$pid/stat" 2>/dev/null || break
+    set -- ${line##*) }
+    pid=$2
+  done
+  for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    found=0
+    for dir in /proc/[0-9]*; do
+      pid=${dir#/proc/}
+      case "$keep" in *" $pid "*) continue ;; esac
+      IFS= read -r line < "$dir/stat" 2>/dev/null || continue
+      set -- ${line##*) }
+      case "$1" in Z | X) continue ;; esac
+      [ "${20}" -ge "$started" ] 2>/dev/null || continue
+      kill -KILL "$pid" 2>/dev/null && found=1
+    done
+    [ "$found" = 0 ] && break
+  done
+}
+
+finish() {
+  local name path kinds="" report="" doomed=() entry
+  LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
+  [ "$KILL_STRAYS" = 1 ] && kill_strays
+  if [ "$is_root" = 1 ]; then
+    chown 0:0 -- "$LOGS" && chmod 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
+  fi
+  for name in reward.json reward.txt; do
+    path=$LOGS/$name
+    if [ -L "$path" ]; then kinds="$kinds$name=link "
+    elif [ -f "$path" ]; then
+      head -c "$MAX_REWARD_BYTES" -- "$path" > "$OUT/$name" || fail 92 "cannot copy $name"
+      kinds="$kinds$name=file "
+    elif [ -e "$path" ]; then kinds="$kinds$name=other "
+    fi
+  done
+  if [ -n "${run_started-}" ]; then
+    tail -c "$TAIL_BYTES" <&5 > "$OUT/test-stdout.txt" || fail 92 "cannot copy test-stdout.txt"
+    exec 5<&-
+  fi
+  if [ -f "$OUT/report" ]; then
+    IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"
+  fi
+  rm -f -- "$OUT/nonce" "$OUT/report"
+  [ -n "$report" ] && printf '%s' "$report" > "$OUT/report"
+  printf 'status %s\nelapsed_cs %s\nkinds %s\n' "${status-}" "${elapsed-}" "$kinds" > "$OUT/meta"
+  sha256sum -- "$OUT"/* > "$OUT/.sums" || fail 92 "cannot checksum the results"
+  for entry in "$TESTS"/*; do
+    [ "$entry" = "$OUT" ] || doomed+=("$entry")
+  done
+  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}"
+  if [ -n "$OUT_TAR" ]; then
+    tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
+  fi
+}
+
+for step in $STEPS; do
+  "$step"
+done
+exit 0

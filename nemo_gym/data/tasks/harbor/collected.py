@@ -1,0 +1,121 @@
+"""What a verification's finish step left in its out folder, read back without trusting the trip.
+
+The finish step (``_grading.sh``) copies the reward files, the runner's report and the output's
+tail into one folder with a ``meta`` file and the SHA-256 of each (``.sums``); the host receives it
+as a tar. ``read_collected`` accepts it only whole: every file listed, every sum matching, every
+size within its cap, nothing else. Anything less is ``CollectError``, which masks the sample: a
+damaged or lost result must never be scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional
+
+SUMS, META = ".sums", "meta"
+# The caps of what finish writes (its own limits plus slack): a bigger member is damage.
+CAPS: Mapping[str, int] = {
+    "reward.json": (1 << 20) + 1,
+    "reward.txt": (1 << 20) + 1,
+    "test-stdout.txt": 1 << 20,
+    "report": 1 << 16,
+    META: 4096,
+    SUMS: 4096,
+}
+_SUM_LINE = re.compile(r"([0-9a-f]{64})  (?:.*/)?([^/]+)")
+_KINDS = ("file", "link", "other")
+
+
+class CollectError(ValueError):
+    """The results did not arrive whole; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The results of one run: test.sh's exit status and run time (when it ran in that exec), what
+    kind of entry each reward file was, and the bytes of the files that came back."""
+
+    status: Optional[int] = None
+    elapsed_sec: Optional[float] = None
+    kinds: Dict[str, str] = field(default_factory=dict)
+    files: Dict[str, bytes] = field(default_factory=dict)
+
+
+def _members(data: bytes) -> Dict[str, bytes]:
+    files: Dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            for member in archive:
+                if member.isdir():
+                    continue
+                name = member.name.rstrip("/").rsplit("/", 1)[-1]
+                if not member.isfile() or name not in CAPS:
+                    raise CollectError(f"unexpected member {member.name!r} in the results")
+                if member.size > CAPS[name]:
+                    raise CollectError(f"{name} in the results is {member.size} bytes, over its cap")
+                if name in files:
+                    raise CollectError(f"{name} appears twice in the results")
+                extracted = archive.extractfile(member)
+                assert extracted is not None
+                files[name] = extracted.read()
+                if len(files[name]) != member.size:
+                    raise CollectError(f"{name} in the results is truncated")
+    except (tarfile.TarError, EOFError, OSError, ValueError) as error:
+        if isinstance(error, CollectError):
+            raise
+        raise CollectError(f"the results are not a readable tar ({error})") from None
+    return files
+
+
+def _meta(text: str) -> Collected:
+    values: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        values[key] = value
+    if set(values) != {"status", "elapsed_cs", "kinds"}:
+        raise CollectError("the results' meta file is malformed")
+    try:
+        status = int(values["status"]) if values["status"] else None
+        elapsed = int(values["elapsed_cs"]) / 100 if values["elapsed_cs"] else None
+    except ValueError:
+        raise CollectError("the results' meta file is malformed") from None
+    kinds: Dict[str, str] = {}
+    for item in values["kinds"].split():
+        name, _, kind = item.partition("=")
+        if name not in ("reward.json", "reward.txt") or kind not in _KINDS:
+            raise CollectError("the results' meta file is malformed")
+        kinds[name] = kind
+    return Collected(status=status, elapsed_sec=elapsed, kinds=kinds)
+
+
+def read_collected(data: bytes) -> Collected:
+    """The results in the tar ``data``; ``CollectError`` unless they arrived whole."""
+    files = _members(data)
+    if SUMS not in files or META not in files:
+        raise CollectError("the results are incomplete (no checksums or no meta file)")
+    try:
+        lines = files.pop(SUMS).decode("ascii").splitlines()
+        meta_text = files[META].decode("ascii")
+    except UnicodeDecodeError:
+        raise CollectError("the results' checksums or meta file are not text") from None
+    listed: Dict[str, str] = {}
+    for line in lines:
+        match = _SUM_LINE.fullmatch(line)
+        if match is None or match.group(2) in listed:
+            raise CollectError("the results' checksum file is malformed")
+        listed[match.group(2)] = match.group(1)
+    if set(listed) != set(files):
+        raise CollectError(f"the results hold {sorted(files)} but their checksums list {sorted(listed)}")
+    for name, digest in listed.items():
+        if hashlib.sha256(files[name]).hexdigest() != digest:
+            raise CollectError(f"{name} does not match its checksum: the results were damaged on the way")
+    meta = _meta(meta_text)
+    for name, kind in meta.kinds.items():
+        if (kind == "file") != (name in files):
+            raise CollectError(f"the results' meta file and their files disagree about {name}")
+    files.pop(META)
+    return Collected(status=meta.status, elapsed_sec=meta.elapsed_sec, kinds=meta.kinds, files=files)

@@ -1,0 +1,78 @@
+"""The in-sandbox steps of one verification, as bash commands: ``_grading.sh`` and its settings.
+
+Pure: the host decides every value (no secret is among them: the nonce travels in the staged files,
+never on a command line or in an environment another process could read) and ``_grading.sh`` does
+the rest with bash builtins and coreutils, started as ``bash -p`` (``clean_shell``).
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Tuple
+
+# Exit statuses of _grading.sh when nothing could run (keep in sync with the script).
+NO_VERIFIER_TOOL = 90  # timeout (or bash): the seed's verifier_error
+NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archive calls: provider_unavailable
+STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
+UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
+
+# How the prepared folders go to the verifier's user when that is not the admin: "read" for a
+# Python verifier (the runner starts as the admin and switches itself, /tests stays the admin's),
+# "own" for a task's own test.sh (Harbor's semantics: the folders become that user's).
+HANDOVER_READ, HANDOVER_OWN = "read", "own"
+
+
+@functools.lru_cache(maxsize=None)
+def _script() -> str:
+    return (Path(__file__).resolve().parent / "_grading.sh").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class GradingSteps:
+    """The settings of one ``_grading.sh`` run: which steps, on which folders, for which verifier."""
+
+    steps: Tuple[str, ...]
+    kind: str  # "python" (the shim: a report comes back) or "shell" (a task's own test.sh)
+    tests_dir: str
+    logs_dir: str
+    stage: str  # the run's stage folder, inside tests_dir
+    out_dir: str  # where finish leaves the results, inside tests_dir
+    timeout_sec: float
+    kill_after_sec: int
+    tail_bytes: int
+    max_reward_bytes: int
+    max_report_chars: int
+    inputs: Tuple[str, ...] = ()
+    handover: str = ""
+    run_as: str = ""
+    kill_strays: bool = True
+    archive: str = ""  # the uploaded tar, for a sandbox without archive calls
+    out_tar: str = ""  # the results as one tar to download, likewise
+
+
+def grading_command(steps: GradingSteps) -> str:
+    """The bash command that carries ``steps`` out (run it with ``clean_shell=True``)."""
+    values = {
+        "STEPS": " ".join(steps.steps),
+        "KIND": steps.kind,
+        "TESTS": steps.tests_dir.rstrip("/") or "/",
+        "LOGS": steps.logs_dir.rstrip("/") or "/",
+        "STAGE": steps.stage,
+        "OUT": steps.out_dir,
+        "TIMEOUT": f"{steps.timeout_sec:g}",
+        "KILL_AFTER": str(steps.kill_after_sec),
+        "TAIL_BYTES": str(steps.tail_bytes),
+        "MAX_REWARD_BYTES": str(steps.max_reward_bytes + 1),
+        "MAX_REPORT_CHARS": str(steps.max_report_chars),
+        "HANDOVER": steps.handover,
+        "RUN_AS": steps.run_as,
+        "KILL_STRAYS": "1" if steps.kill_strays else "0",
+        "ARCHIVE": steps.archive,
+        "OUT_TAR": steps.out_tar,
+    }
+    lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
+    lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")
+    return "\n".join(lines) + "\n" + _script()

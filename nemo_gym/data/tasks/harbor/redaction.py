@@ -1,0 +1,48 @@
+"""Keeping secret values out of everything the host prints or returns.
+
+A verifier can print a secret as it is, escaped (``repr``, JSON) or encoded, and the output the host
+keeps is a tail cut at an arbitrary byte, so a secret can straddle the cut. ``redact`` replaces
+every form, and, in text that was cut, any tail of a form that the text starts with.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, List, Set
+
+MASK = "***"
+
+
+def secret_forms(secrets: Iterable[str]) -> List[str]:
+    """Each secret as printed raw, through ``repr`` (of the text and of its UTF-8 bytes) and as a
+    JSON string (ASCII-escaped or not); longest first, so a form inside another is never split."""
+    forms: Set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        forms.update(
+            (
+                secret,
+                repr(secret)[1:-1],
+                repr(secret.encode("utf-8", "surrogatepass"))[2:-1],
+                json.dumps(secret)[1:-1],
+                json.dumps(secret, ensure_ascii=False)[1:-1],
+            )
+        )
+    forms.discard("")
+    return sorted(forms, key=lambda form: (-len(form), form))
+
+
+def redact(text: str, secrets: Iterable[str], *, cut: bool = False) -> str:
+    """``text`` with every form of every secret replaced by ``***``; with ``cut`` (the text is a
+    tail), a leading piece that ends a form is replaced too, however short."""
+    forms = secret_forms(secrets)
+    for form in forms:
+        text = text.replace(form, MASK)
+    if cut:
+        piece = max(
+            (size for form in forms for size in range(1, len(form)) if text.startswith(form[-size:])), default=0
+        )
+        if piece:
+            text = MASK + text[piece:]
+    return text
