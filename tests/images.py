@@ -100,3 +100,11 @@ def engine() -> Optional[Any]:
     except Exception:
         return None
     return client
+
+
+def users_image(client: Any, version: str = "3.12") -> Tuple[str, Dict[str, Dict[str, str]]]:
+    """A Python image with two ordinary users, ``agent`` (uid 1000) and ``grader`` (uid 1001)."""
+    image, volumes = python_image(client, version)
+    # /root is opened so that the bind-mounted interpreter (a pyenv build under /root) runs for them.
+    dockerfile = f"FROM {image}\nRUN useradd -m -u 1000 agent && useradd -m -u 1001 grader && chmod 755 /root\n"
+    return _built(client, f"nemo-gym-test/users-2:{pyenv_build(version).name}", dockerfile), volumes

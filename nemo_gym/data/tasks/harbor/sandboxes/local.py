@@ -67,6 +67,15 @@ _CAPABILITIES = (
 
 
 @functools.lru_cache(maxsize=None)
+def host_tool(name: str) -> str:
+    """The absolute path of a host program (``bwrap``, ``setpriv``, ``bash``), found once on the
+    host's own PATH: a command's env may name a PATH into the workspace, which must never decide
+    what runs."""
+    found = shutil.which(name, path=os.environ.get("PATH") or os.defpath)
+    return found or name
+
+
+@functools.lru_cache(maxsize=None)
 def namespaces_available() -> bool:
     """Whether bubblewrap can start a private mount and PID namespace here (probed once)."""
     bwrap = shutil.which("bwrap")
@@ -185,7 +194,8 @@ class LocalSandbox:
         raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace")
 
     def _command(self, command: str, cwd: str, user: Optional[User], clean_shell: bool) -> List[str]:
-        argv = ["bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
+        bash = host_tool("bash")
+        argv = [bash, "-p", "-c", command] if clean_shell else [bash, "-c", command]
         if user is not None:
             argv = self._as_user(user) + argv
         if not self.isolated:
@@ -198,7 +208,7 @@ class LocalSandbox:
         folders = dict.fromkeys((*_LAYERED, _caller()[1]))
         layered = [argument for folder in folders for argument in _layered(folder)]
         return [
-            "bwrap",
+            host_tool("bwrap"),
             *_host_binds(),
             *layered,
             "--dev", "/dev",
@@ -221,13 +231,13 @@ class LocalSandbox:
             entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
         except KeyError:
             if isinstance(user, int):
-                return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+                return [host_tool("setpriv"), f"--reuid={user}", f"--regid={user}", "--clear-groups"]
             raise SandboxError(f"the local sandbox has no user named {user!r}") from None
         if entry.pw_uid == os.getuid():
             return []
         if os.getuid() != 0:
             raise SandboxError(f"the local sandbox runs as uid {os.getuid()} and cannot switch to {user!r}")
-        return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
+        return [host_tool("setpriv"), f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
 
     async def exec(
         self,

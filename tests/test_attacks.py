@@ -1,0 +1,552 @@
+"""The agent's attacks on grading, on the local sandbox: each class of issue 9, written as the agent
+(or code that verify runs) would try it. The same classes run in containers in test_docker_attacks.py.
+
+Every test here asserts the honest score survives the attack, or that the sample is masked only
+where the sandbox itself failed. The machine kind runs the suite as root, which lets verify's
+children switch users like an agent's processes would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD
+from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult
+from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+from nemo_gym.data.tasks.harbor.task import load_task
+from nemo_gym.data.tasks.harbor.verification import (
+    STDOUT_TAIL_BYTES,
+    VerificationOutcome,
+    VerificationPlan,
+    mask_counts,
+    plan_verification,
+    run_verification,
+)
+
+MARKER = f"nemo-gym-attack-{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _needs_the_namespace() -> None:
+    if not namespaces_available():
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run); the attacks need it")
+
+
+def needs_root() -> None:
+    if os.getuid() != 0:
+        if os.environ.get("NEMO_GYM_REQUIRE_DOCKER") == "1":
+            pytest.fail("CI runs the suite as root, which these attacks need to switch users")
+        pytest.skip("switching users needs root (CI runs as root)")
+
+
+def task(root: Path, files: Dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        if name.endswith(".sh") or "/bin/" in name:
+            path.chmod(0o755)
+    return root
+
+
+def verify(
+    task_dir: Path,
+    workspace: Path,
+    *,
+    sandbox_env: Optional[Dict[str, str]] = None,
+    wrap: Optional[Callable[[LocalSandbox], Any]] = None,
+    after: Optional[Callable[[LocalSandbox], None]] = None,
+    plan: Optional[VerificationPlan] = None,
+    **options: Any,
+) -> VerificationOutcome:
+    plan = plan or plan_verification(load_task(task_dir), **options)
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(workspace, env=sandbox_env) as sandbox:
+            outcome = await run_verification(plan, wrap(sandbox) if wrap else sandbox)
+            if after is not None:
+                after(sandbox)
+            return outcome
+
+    return asyncio.run(run())
+
+
+def survivors() -> List[str]:
+    """Processes of this machine whose command line holds the test's marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if MARKER.encode() in handle.read():
+                        found.append(entry)
+            except OSError:
+                pass
+    return found
+
+
+# --- 1 and 3: a planted or rewritten reward, and processes that outlive grading --------------
+
+DAEMON = f"""
+import os, subprocess, sys, time
+CODE = '''
+import os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+for _ in range(1000):  # {MARKER}
+    for name in ("reward.json", "reward.txt"):
+        try:
+            with open("/logs/verifier/" + name, "w") as handle:
+                handle.write('{{"reward": 1}}' if name == "reward.json" else "1")
+        except OSError:
+            pass
+    time.sleep(0.005)
+'''
+def verify(workspace, task_data):
+    subprocess.run([sys.executable, "-c", CODE])  # the agent's program, which leaves a daemon
+    time.sleep(0.2)
+    return float((workspace / "answer.txt").read_text() == task_data["answer"])
+"""
+
+
+def test_a_daemon_that_verify_started_cannot_rewrite_the_score(tmp_path):
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": DAEMON, "task_data.json": '{"answer": "42"}'})
+    workspace = task(tmp_path / "ws", {"answer.txt": "41"})
+    outcome = verify(task_dir, workspace)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+    assert survivors() == [], "a process started during grading outlived it"
+
+
+def test_a_planted_reward_does_not_stand_when_verify_fails(tmp_path):
+    # The collect hooks run in the sandbox before grading, as the agent's leftovers could.
+    task_dir = task(
+        tmp_path / "task",
+        {
+            "tests/verifier.py": "def verify():\n    raise RuntimeError('no answer')\n",
+            "task.toml": """
+                [[verifier.collect]]
+                command = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo '{\\"reward\\": 1}' > /logs/verifier/reward.json"
+            """,
+        },
+    )
+    outcome = verify(task_dir, tmp_path)
+    assert (outcome.reward, outcome.failure_kind) == (0.0, MISSING_REWARD), outcome
+
+
+# --- the private channel: forging the report -----------------------------------------------------
+
+FORGER = r"""
+import json, os, re, subprocess, sys
+CODE = r'''
+import json, os, re, sys
+found = {"nonces": [], "opened": [], "denied": []}
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for name in ("environ", "cmdline"):
+        try:
+            found["nonces"] += re.findall(r"[0-9a-f]{32}", open("/proc/%s/%s" % (pid, name), "rb").read().decode("latin-1"))
+        except OSError:
+            pass
+    try:
+        with open("/proc/%s/mem" % pid, "rb") as handle:
+            found["opened"].append("mem:" + pid)
+    except OSError:
+        found["denied"].append("mem:" + pid)
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+    except OSError:
+        found["denied"].append("fd:" + pid)
+        continue
+    for fd in fds:
+        try:
+            target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+        except OSError:
+            target = "report?"  # unreadable: try it anyway
+        if "report" in target:
+            try:
+                with open("/proc/%s/fd/%s" % (pid, fd), "a") as handle:
+                    for nonce in set(found["nonces"]) | {"0" * 32}:
+                        handle.write("nemo-gym-report/1 %s reward {\"reward\": 1}\n" % nonce)
+                found["opened"].append("report:" + pid)
+            except OSError:
+                found["denied"].append("report:" + pid)
+for path in ("/tests", "/tests/.gym-nonce"):
+    try:
+        found[path] = sorted(os.listdir(path)) if os.path.isdir(path) else open(path).read()
+    except OSError as error:
+        found[path] = str(error)
+found["runner"] = os.getppid()
+json.dump(found, open(sys.argv[1], "w"))
+'''
+def verify(workspace):
+    subprocess.run([sys.executable, "-c", CODE, str(workspace / "probe.json")], check=True)
+    return 0.0
+"""
+
+
+def test_code_verify_runs_cannot_forge_the_report(tmp_path):
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": FORGER})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outcome = verify(task_dir, workspace)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+    probe = json.loads((workspace / "probe.json").read_text())
+    runner = probe["runner"]
+    # The runner is sealed: its memory and descriptors are closed even to its own user's processes.
+    assert f"mem:{runner}" in probe["denied"] and f"report:{runner}" not in probe["opened"], probe
+
+
+def test_the_runner_is_sealed_and_its_nonce_gone_before_verify_runs(tmp_path):
+    source = """
+        import glob, os
+        def verify():
+            gone = not [key for key in os.environ if key.startswith("NEMO_GYM_")]
+            nonce_files = glob.glob("/tests/**/*nonce*", recursive=True)
+            return {"reward": 1, "gone": float(gone), "no_nonce_file": float(not nonce_files)}
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert outcome.reward == 1.0 and outcome.metrics == {"gone": 1.0, "no_nonce_file": 1.0}, outcome
+
+
+# --- 2: the answers are private while staged and gone afterwards --------------------------------
+
+PEEKER = """
+import json, os
+def verify(workspace, task_data):
+    read, write = os.pipe()
+    if os.fork() == 0:  # an agent's process: another user
+        try:
+            os.setgroups([]); os.setgid(65534); os.setuid(65534)
+            seen = {}
+            for path in ("/tests/task_data.json", "/tests/verifier.py", "/logs/verifier/test-stdout.txt"):
+                try:
+                    seen[path] = open(path).read()
+                except OSError as error:
+                    seen[path] = type(error).__name__
+            os.write(write, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.wait()
+    (workspace / "peek.json").write_bytes(os.read(read, 1 << 16))
+    return 1.0
+"""
+
+
+def test_the_answers_are_closed_to_other_users_and_removed_after(tmp_path):
+    needs_root()
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": PEEKER, "task_data.json": '{"answer": "secret-42"}'})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    left: Dict[str, List[str]] = {}
+
+    def look(sandbox: LocalSandbox) -> None:
+        left["tests"] = [path.name for path in sandbox.host_path("/tests").iterdir()]
+
+    outcome = verify(task_dir, workspace, after=look)
+    assert outcome.reward == 1.0, outcome
+    peek = json.loads((workspace / "peek.json").read_text())
+    assert set(peek.values()) == {"PermissionError"}, peek
+    assert [name for name in left["tests"] if not name.startswith(".gym-out-")] == [], left
+
+
+def test_a_verifier_user_reads_tests_but_cannot_change_them(tmp_path):
+    needs_root()
+    source = """
+        import os
+        def verify(task_data):
+            try:
+                open("/tests/verifier.py", "a").close()
+                writable = 1.0
+            except OSError:
+                writable = 0.0
+            return {"reward": float(task_data["x"] == 1), "uid": os.getuid(), "writable": writable}
+    """
+    task_dir = task(
+        tmp_path / "task",
+        {"tests/verifier.py": source, "task_data.json": '{"x": 1}', "task.toml": "[verifier]\nuser = 65534\n"},
+    )
+    outcome = verify(task_dir, tmp_path)
+    assert (outcome.reward, outcome.metrics) == (1.0, {"uid": 65534.0, "writable": 0.0}), outcome
+
+
+# --- 4: lookup paths that reach into the agent's files --------------------------------------------
+
+TOOLS = (
+    "rm", "mkdir", "chown", "chmod", "mv", "head", "tail", "sha256sum", "tar", "id", "timeout",
+    "python3", "python", "bash", "setpriv", "bwrap", "env",
+)  # fmt: skip
+
+
+def test_lookup_paths_into_the_workspace_run_nothing_of_the_agent(tmp_path):
+    workspace = tmp_path / "ws"
+    files = {f"bin/{tool}": f"#!/bin/sh\necho {tool} >> {workspace}/hijacked\n" for tool in TOOLS}
+    files.update(
+        {
+            "evil.sh": f"echo BASH_ENV >> {workspace}/hijacked\n",
+            "sitecustomize.py": f"open({str(workspace)!r} + '/hijacked', 'a').write('sitecustomize\\n')\n",
+            "json.py": f"open({str(workspace)!r} + '/hijacked', 'a').write('json\\n')\n",
+            "nemo_gym/__init__.py": f"open({str(workspace)!r} + '/hijacked', 'a').write('nemo_gym\\n')\n",
+            "answer.txt": "42",
+        }
+    )
+    for tool in TOOLS:  # a relative PATH entry resolves inside the working directory
+        files[tool] = files[f"bin/{tool}"]
+    task(workspace, files)
+    poisoned = {
+        "PATH": f"{workspace}/bin:.:bin:{os.environ['PATH']}",
+        "BASH_ENV": f"{workspace}/evil.sh",
+        "ENV": f"{workspace}/evil.sh",
+        "PYTHONPATH": f"{workspace}:.",
+        "PYTHONSTARTUP": f"{workspace}/evil.sh",
+        "PYTHONHOME": str(workspace),
+    }
+    source = """
+        import sys
+        from nemo_gym.verifiers import exact_match
+        from nemo_gym.verifiers.files import read_text
+        def verify(workspace):
+            return {"reward": float(exact_match(read_text(workspace, "answer.txt"), "42")), "last": float(sys.path[-1] == str(workspace))}
+    """
+    table = "\n".join(f"{key} = {json.dumps(value)}" for key, value in poisoned.items())
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": source, "task.toml": f"[verifier.env]\n{table}\n"})
+    outcome = verify(task_dir, workspace, sandbox_env=poisoned)
+    assert not (workspace / "hijacked").exists(), (workspace / "hijacked").read_text()
+    # The task's PYTHONPATH is honoured after the standard library, and never with the working directory.
+    assert (outcome.reward, outcome.metrics, outcome.masked) == (1.0, {"last": 0.0}, False), outcome
+
+
+def test_a_task_test_sh_gets_no_bash_env_and_the_root_steps_no_agent_tool(tmp_path):
+    workspace = tmp_path / "ws"
+    files = {f"bin/{tool}": f"#!/bin/sh\necho {tool} >> {workspace}/hijacked\n" for tool in TOOLS}
+    files["evil.sh"] = f"echo BASH_ENV >> {workspace}/hijacked\n"
+    task(workspace, files)
+    env = {"PATH": f"{workspace}/bin:{os.environ['PATH']}", "BASH_ENV": f"{workspace}/evil.sh"}
+    task_dir = task(tmp_path / "task", {"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+    outcome = verify(task_dir, workspace, sandbox_env=env)
+    assert outcome.reward == 1.0, outcome
+    assert not (workspace / "hijacked").exists(), (workspace / "hijacked").read_text()
+
+
+# --- 1: a planted symlink must not turn a root write into a write elsewhere ------------------------
+
+
+def test_planted_symlinks_in_the_logs_are_never_followed(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "victim.txt").write_text("original")
+    hook = f"mkdir -p /logs/verifier && ln -sf {workspace}/victim.txt /logs/verifier/test-stdout.txt && ln -sf /etc/passwd /logs/verifier/reward.json"
+    task_dir = task(
+        tmp_path / "task",
+        {
+            "tests/verifier.py": "def verify():\n    print('x' * 100)\n    return 0.5\n",
+            "task.toml": f"[[verifier.collect]]\ncommand = {json.dumps(hook)}\n",
+        },
+    )
+    outcome = verify(task_dir, workspace)
+    assert outcome.reward == 0.5, outcome
+    assert (workspace / "victim.txt").read_text() == "original"
+
+
+# --- 9: the local sandbox protects the host ------------------------------------------------------
+
+
+def test_the_host_is_read_only_and_its_environment_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEMO_GYM_HOST_CANARY", "host-credential")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    probes = [
+        "/etc/nemo-gym-probe",
+        "/usr/local/nemo-gym-probe",
+        f"{Path.home()}/nemo-gym-probe",
+        "/var/tmp/nemo-gym-probe",
+    ]
+    script = "\n".join(f"echo x > {path} && echo wrote {path}" for path in probes)
+    script += f"\nmount -o remount,rw / 2>/dev/null && echo remounted\nenv > {workspace}/env.txt\necho 1 > /logs/verifier/reward.txt\n"
+    outcome = verify(task(tmp_path / "task", {"tests/test.sh": script}), workspace)
+    assert outcome.reward == 1.0, outcome
+    assert "remounted" not in outcome.stdout and "wrote /etc" not in outcome.stdout
+    for path in probes:
+        assert not Path(path).exists(), f"{path} reached the host"
+    assert "host-credential" not in (workspace / "env.txt").read_text()
+
+
+# --- 5: the collect path: damage, loss and any exception mask, never score --------------------------
+
+
+class Hostile:
+    """A LocalSandbox whose provider misbehaves: ``mutate`` rewrites what get_archive returns,
+    ``raise_at`` names the call that raises ``error``."""
+
+    def __init__(
+        self,
+        inner: LocalSandbox,
+        mutate: Optional[Callable[[bytes], bytes]] = None,
+        raise_at: str = "",
+        error: Optional[BaseException] = None,
+    ) -> None:
+        self.inner, self.mutate, self.raise_at, self.error = inner, mutate, raise_at, error
+        for name in ("admin_user", "tests_dir", "logs_dir", "tmp_dir", "workdir", "private_pids"):
+            setattr(self, name, getattr(inner, name))
+
+    def _maybe(self, call: str) -> None:
+        if call == self.raise_at:
+            assert self.error is not None
+            raise self.error
+
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        self._maybe("exec")
+        return await self.inner.exec(command, **options)
+
+    async def upload_file(self, local_path: str, sandbox_path: str) -> None:
+        await self.inner.upload_file(local_path, sandbox_path)
+
+    async def download_file(self, sandbox_path: str, local_path: str) -> None:
+        await self.inner.download_file(sandbox_path, local_path)
+
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        self._maybe("put_archive")
+        await self.inner.put_archive(folder, data)
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        self._maybe("get_archive")
+        data = await self.inner.get_archive(path, limit=limit)
+        return self.mutate(data) if self.mutate else data
+
+
+REPORTED = {"tests/verifier.py": "def verify():\n    print('graded')\n    return {'reward': 0.75, 'm': 2}\n"}
+
+
+@pytest.fixture(scope="module")
+def reported_task(tmp_path_factory) -> Path:
+    return task(tmp_path_factory.mktemp("reported"), REPORTED)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(position=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
+def test_a_flipped_byte_in_the_results_masks_or_changes_nothing(reported_task, tmp_path, position, bit):
+    def flip(data: bytes) -> bytes:
+        index = int(position * len(data))
+        return data[:index] + bytes([data[index] ^ (1 << bit)]) + data[index + 1 :]
+
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=flip))
+    honest = (0.75, {"m": 2.0}, None, False)
+    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or (
+        outcome.reward,
+        outcome.metrics,
+        outcome.failure_kind,
+        outcome.masked,
+    ) == honest, outcome
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fraction=st.floats(0, 1, exclude_max=True))
+def test_truncated_results_mask_or_change_nothing(reported_task, tmp_path, fraction):
+    outcome = verify(
+        reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=lambda d: d[: int(fraction * len(d))])
+    )
+    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or (outcome.reward, outcome.metrics) == (
+        0.75,
+        {"m": 2.0},
+    ), outcome
+
+
+@pytest.mark.parametrize("call", ["put_archive", "exec", "get_archive"])
+@pytest.mark.parametrize(
+    "error",
+    [ConnectionResetError("reset by peer"), OSError(5, "I/O error"), EOFError(), RuntimeError("lost"), KeyError("Id")],
+    ids=lambda error: type(error).__name__,
+)
+def test_any_exception_from_the_provider_masks_the_sample(reported_task, tmp_path, call, error):
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, raise_at=call, error=error))
+    assert outcome.masked and outcome.mask_reason == "sandbox_error" and outcome.failure_kind is None, outcome
+
+
+def test_a_lost_stream_masks_the_sample(reported_task, tmp_path):
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=lambda data: b""))
+    assert outcome.masked and "could not be copied out" in outcome.detail, outcome
+
+
+def test_every_mask_is_counted_and_logged(reported_task, tmp_path, caplog):
+    before = mask_counts().get("sandbox_error", 0)
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.harbor"):
+        verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, raise_at="exec", error=OSError("gone")))
+    assert mask_counts()["sandbox_error"] == before + 1
+    assert any("masked a sample (sandbox_error)" in record.getMessage() for record in caplog.records)
+
+
+def test_a_flood_of_output_is_capped(tmp_path):
+    source = "import sys\ndef verify():\n    for _ in range(64):\n        sys.stdout.write('y' * (1 << 20))\n    return 0.5\n"
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert outcome.reward == 0.5 and len(outcome.stdout) <= STDOUT_TAIL_BYTES, (outcome.reward, len(outcome.stdout))
+
+
+# --- 8: secrets never leak, escaped or cut in half ----------------------------------------------------
+
+SECRET = 'Zq9xK2mW7pR4tY8v"\\é'
+
+
+@pytest.mark.parametrize("shift", [0, 7, STDOUT_TAIL_BYTES - 9, STDOUT_TAIL_BYTES + 16 * 1024 - 9])
+def test_secrets_are_redacted_in_every_form_and_at_every_cut(tmp_path, shift):
+    source = f"""
+        import json, os
+        def verify():
+            secret = os.environ["JUDGE_KEY"]
+            print(secret, repr(secret), json.dumps(secret), json.dumps(secret, ensure_ascii=False), secret.encode())
+            print(secret, end="")
+            print("." * {shift}, end="")
+            return {{"reward": 1, secret: 1}}
+    """
+    task_dir = task(
+        tmp_path / "task", {"tests/verifier.py": source, "task.toml": '[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\n'}
+    )
+    outcome = verify(task_dir, tmp_path, secrets={"JUDGE_KEY": SECRET})
+    text = outcome.stdout + outcome.detail + json.dumps(outcome.metrics, ensure_ascii=False)
+    plain = SECRET.replace('"', "").replace("\\", "").replace("é", "")
+    pieces = {plain[start : start + 3] for start in range(len(plain) - 2)}
+    assert not [piece for piece in pieces if piece in text], text[:300]
+    assert outcome.reward == 1.0
+
+
+def test_the_channel_scores_a_python_verifier_when_reward_json_is_lost(tmp_path):
+    # verify's own child deletes reward.json after the runner wrote it: the report still scores.
+    source = """
+        import os, subprocess, sys
+        CODE = "import os, time\\nif os.fork(): os._exit(0)\\ntime.sleep(0.3)\\nos.unlink('/logs/verifier/reward.json')\\n"
+        def verify():
+            subprocess.run([sys.executable, "-c", CODE])
+            return 0.25
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert outcome.reward == 0.25 and not outcome.masked, outcome
+
+
+def test_the_report_is_required_reward_json_alone_scores_nothing(tmp_path):
+    # A verifier that kills its own runner after planting a perfect reward.json.
+    source = """
+        import os, signal
+        def verify():
+            with open("/logs/verifier/reward.json", "w") as handle:
+                handle.write('{"reward": 1}')
+            os.kill(os.getpid(), signal.SIGKILL)
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind) == (0.0, MISSING_REWARD), outcome
+    assert "not written by the runner" in outcome.detail
+
+
+def test_the_runner_under_stock_harbor_writes_reward_json_alone(run_shim):
+    # No channel set: the runner behaves exactly as Harbor expects, and prints no report anywhere.
+    run = run_shim("def verify():\n    return 0.5\n")
+    assert run.reward == {"reward": 0.5} and "nemo-gym-report" not in run.output
