@@ -19,7 +19,7 @@ from images import LABEL, users_image
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 from nemo_gym.data.tasks.harbor.task import load_task
-from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
+from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
 pytestmark = pytest.mark.docker
 MARKER = "nemo-gym-docker-attack"
