@@ -116,3 +116,30 @@ def test_text_file_equals(workspace):
     assert not text_file_equals(workspace, "missing.txt", "")
     with pytest.raises(TypeError, match="text_file_equals"):
         text_file_equals(workspace, "answer.txt", 42)  # type: ignore[arg-type]
+
+
+def test_reads_are_capped(workspace):
+    (workspace / "big.txt").write_text("x" * 100)
+    assert read_text(workspace, "big.txt", max_bytes=100) == "x" * 100
+    assert read_text(workspace, "big.txt", max_bytes=99) is None
+    assert not text_file_equals(workspace, "big.txt", "x" * 100, max_bytes=99)
+    with pytest.raises(ValueError, match="max_bytes"):
+        read_text(workspace, "big.txt", max_bytes=-1)
+
+
+def test_a_huge_sparse_file_costs_no_memory(workspace):
+    import subprocess
+    import sys
+
+    with open(workspace / "sparse.txt", "wb") as handle:
+        handle.truncate(2 << 30)  # 2 GiB of holes: reading it whole would take 2 GiB (4 with decoding)
+    script = (
+        "import resource, sys\n"
+        "from nemo_gym.verifiers.files import read_text\n"
+        "assert read_text(sys.argv[1], 'sparse.txt') is None\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(workspace)], stdout=subprocess.PIPE, check=True, timeout=60
+    )
+    assert int(result.stdout) < 200 * 1024, f"peak memory {int(result.stdout)} KiB"

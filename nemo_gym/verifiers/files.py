@@ -6,6 +6,9 @@ that is absolute or climbs out with ``..`` is the author's bug and raises ``Valu
 
 Agent processes may still run beside the verifier, so the checked path is opened one component at a
 time with ``O_NOFOLLOW``: a file swapped for a symlink after the check reads as missing.
+
+Reads are capped: a file larger than ``max_bytes`` (``MAX_READ_BYTES``, 32 MiB, by default) reads
+as "no answer" without being read, so an agent's 2 GB (or sparse 2 TB) file costs no memory.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
 
     StrPath = Union[str, "os.PathLike[str]"]
 
+# An answer file is small; anything past this is the agent's attempt to exhaust the verifier.
+MAX_READ_BYTES = 32 * 1024 * 1024
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -64,17 +69,26 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
     return descriptor
 
 
-def read_text(workspace: StrPath, path: StrPath, *, strip_trailing_newline: bool = True) -> Optional[str]:
-    """The UTF-8 text of the regular file ``path`` inside ``workspace``; ``None`` when unreadable.
+def read_text(
+    workspace: StrPath, path: StrPath, *, strip_trailing_newline: bool = True, max_bytes: int = MAX_READ_BYTES
+) -> Optional[str]:
+    """The UTF-8 text of the regular file ``path`` inside ``workspace``; ``None`` when unreadable
+    or larger than ``max_bytes``.
 
     One trailing ``\\n`` or ``\\r\\n`` is dropped unless ``strip_trailing_newline=False``; nothing
     else is changed (no newline translation, no stripping).
     """
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+        raise ValueError(f"read_text(): max_bytes must be a non-negative int, got {max_bytes!r}")
     descriptor = _open_regular(workspace, path, "read_text")
     if descriptor is None:
         return None
     with open(descriptor, "rb") as handle:
-        data = handle.read()
+        if os.fstat(descriptor).st_size > max_bytes:
+            return None
+        data = handle.read(max_bytes + 1)  # the file may grow while it is read
+    if len(data) > max_bytes:
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -97,7 +111,14 @@ def file_exists(workspace: StrPath, path: StrPath) -> bool:
     return True
 
 
-def text_file_equals(workspace: StrPath, path: StrPath, expected: str, *, strip_trailing_newline: bool = True) -> bool:
+def text_file_equals(
+    workspace: StrPath,
+    path: StrPath,
+    expected: str,
+    *,
+    strip_trailing_newline: bool = True,
+    max_bytes: int = MAX_READ_BYTES,
+) -> bool:
     """Whether the file's text equals ``expected`` exactly (``read_text`` semantics).
 
     With ``strip_trailing_newline``, one trailing newline is dropped from ``expected`` too, so
@@ -105,7 +126,7 @@ def text_file_equals(workspace: StrPath, path: StrPath, expected: str, *, strip_
     """
     if not isinstance(expected, str):
         raise TypeError(f"text_file_equals(): expected must be a str, got {type(expected).__name__}")
-    text = read_text(workspace, path, strip_trailing_newline=strip_trailing_newline)
+    text = read_text(workspace, path, strip_trailing_newline=strip_trailing_newline, max_bytes=max_bytes)
     if strip_trailing_newline:
         expected = _strip_newline(expected)
     return text is not None and text == expected
