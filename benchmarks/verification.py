@@ -30,7 +30,6 @@ from nemo_gym.data.tasks.harbor.task import load_task  # noqa: E402
 from nemo_gym.data.tasks.harbor.verification import (  # noqa: E402
     VerificationPlan,
     plan_verification,
-    run_command,
     run_verification,
 )
 
@@ -53,7 +52,10 @@ async def naive(sandbox: Any, plan: VerificationPlan, scratch: Path) -> None:
         await sandbox.upload_file(str(local), f"{sandbox.tests_dir}/{file.name}")
     await sandbox.exec(f"chmod +x {sandbox.tests_dir}/test.sh", cwd="/", user=sandbox.admin_user)
     env = {} if sandbox.logs_dir == "/logs/verifier" else {"VERIFIER_LOGS_DIR": sandbox.logs_dir}
-    await sandbox.exec(run_command(sandbox, plan.timeout_sec), env=env)
+    run = (
+        f"timeout -k 5 {plan.timeout_sec:g} bash {sandbox.tests_dir}/test.sh > {sandbox.logs_dir}/test-stdout.txt 2>&1"
+    )
+    await sandbox.exec(run, env=env)
     for name in ("reward.json", "test-stdout.txt"):
         await sandbox.download_file(f"{sandbox.logs_dir}/{name}", str(scratch / name))
     assert (scratch / "reward.json").read_text().strip() == '{"reward": 1}'
@@ -97,7 +99,7 @@ def row(name: str, r: Dict[str, float]) -> str:
 async def main_async(rounds: int, docker: bool) -> None:
     print(f"One verification of examples/answer-file, median of {rounds} alternated rounds\n")
     print(
-        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 3 | gym / floor | naive per-file | gym / naive |"
+        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 1 + download 1 | gym / floor | naive per-file | gym / naive |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     async with LocalSandbox(TASK / "workspace") as local:
