@@ -98,9 +98,8 @@ def row(name: str, r: Dict[str, float]) -> str:
 
 async def main_async(rounds: int, docker: bool) -> None:
     print(f"One verification of examples/answer-file, median of {rounds} alternated rounds\n")
-    print(
-        "| sandbox | floor: `python3 -c pass` | gym: upload 1 + exec 1 + download 1 | gym / floor | naive per-file | gym / naive |"
-    )
+    gym = "gym: upload 1 + exec 1 + download 1"
+    print(f"| sandbox | floor: `python3 -c pass` | {gym} | gym / floor | naive per-file | gym / naive |")
     print("|---|---:|---:|---:|---:|---:|")
     async with LocalSandbox(TASK / "workspace") as local:
         print(row("LocalSandbox", await measure(local, rounds)), flush=True)
