@@ -288,8 +288,9 @@ class LocalSandbox:
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.is_symlink():
                 target.unlink()
-            shutil.copyfile(local_path, target)
-            target.chmod(0o600)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+            with open(local_path, "rb") as source, open(os.open(target, flags, 0o600), "wb") as copy:
+                shutil.copyfileobj(source, copy)  # readable by the admin alone from the start
         except OSError as error:
             raise SandboxError(f"upload to {sandbox_path} failed: {error}") from error
 
