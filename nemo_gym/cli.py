@@ -1,7 +1,8 @@
 """``gym``: NeMo Gym's command line for Harbor tasks (``gym verify``).
 
-Exit status: 0 when an outcome was produced (whatever the score), 2 for usage errors, 1 otherwise.
-Errors are one sentence on stderr, never a bare traceback.
+Exit status: 0 when an outcome was produced (whatever the score), 2 for usage errors, 1 otherwise,
+128 + the signal's number after SIGINT, SIGTERM or SIGHUP. Errors are one sentence on stderr, never
+a bare traceback.
 """
 
 from __future__ import annotations
@@ -9,18 +10,84 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
 
+T = TypeVar("T")
+# The signals that stop gym cleanly: temporary folders removed and sandboxes closed, as on Ctrl-C.
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
 
 class CommandError(Exception):
     """A failure to report in one sentence (exit status 1)."""
+
+
+class Interrupted(BaseException):
+    """A stop signal arrived where no event loop could cancel the work in order."""
+
+
+class _SignalGuard:
+    """Turns SIGINT, SIGTERM and SIGHUP into an orderly stop.
+
+    While ``run`` drives a coroutine, the first signal cancels it, so its ``async with`` sandboxes
+    and ``finally`` blocks clean up at its next ``await`` (synchronous cleanup is never cut short);
+    outside ``run``, or at a second signal, the handler raises ``Interrupted`` at once.
+    """
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._task: Optional[asyncio.Task[Any]] = None
+        self._previous: Dict[int, Any] = {}
+
+    def install(self) -> None:
+        for name in STOP_SIGNALS:
+            number = getattr(signal, name, None)
+            if number is None:
+                continue
+            try:
+                self._previous[number] = signal.signal(number, self._handle)
+            except (ValueError, OSError):  # not the main thread: leave signals as they are
+                return
+
+    def restore(self) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        loop, task = self._loop, self._task
+        if first and loop is not None and task is not None and not task.done():
+            loop.call_soon_threadsafe(task.cancel)
+            return
+        raise Interrupted(signum)
+
+    async def _guarded(self, start: Callable[[], Awaitable[T]]) -> T:
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            if self.signum is not None:
+                raise Interrupted(self.signum)
+            return await start()
+        finally:
+            self._loop = self._task = None
+
+    def run(self, start: Callable[[], Awaitable[T]]) -> T:
+        """``asyncio.run(start())``, cancelled in order by a stop signal. ``start`` makes the coroutine
+        inside the loop, so a signal that comes first leaves no coroutine never awaited."""
+        return asyncio.run(self._guarded(start))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,14 +141,24 @@ def text_response(text: str) -> Dict[str, Any]:
 
 
 def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any]:
+    """The response in ``path``: a file that cannot be opened is a usage error (status 2), one whose
+    content is not a response a ``CommandError`` (status 1)."""
+    from nemo_gym.data.tasks.harbor.task import loads_json
+
     try:
-        if path.suffix != ".json":
-            return text_response(path.read_text(encoding="utf-8"))
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
         parser.error(f"--response {path}: cannot read it ({error})")
+    except ValueError as error:  # UnicodeDecodeError
+        raise CommandError(f"--response {path}: not UTF-8 text ({error})") from None
+    if path.suffix != ".json":
+        return text_response(text)
+    try:
+        value = loads_json(text)
+    except ValueError as error:
+        raise CommandError(f"--response {path}: not valid JSON ({error})") from None
     if not isinstance(value, dict):
-        parser.error(f"--response {path}: must hold a JSON object (a Responses API response)")
+        raise CommandError(f"--response {path}: must hold a JSON object (a Responses API response)")
     return value
 
 
@@ -91,12 +168,12 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        parser.error("--timeout must be a finite positive number of seconds")
     task = load_task(args.task_dir, row=args.row)
     response = _read_response(args.response, parser) if args.response else None
     task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
     secrets = read_secrets(args.secrets) if args.secrets else None
-    if args.timeout is not None and not args.timeout > 0:
-        parser.error("--timeout must be a positive number of seconds")
     plan = plan_verification(
         task, step=args.step, response=response, task_data=task_data, timeout_sec=args.timeout, secrets=secrets
     )
@@ -138,7 +215,7 @@ def _print_human(outcome: VerificationOutcome, task_dir: Path) -> None:
         print(outcome.stdout.rstrip("\n") or "(empty)")
 
 
-def _dataset(args: argparse.Namespace) -> int:
+def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
     if args.dataset_command == "publish":
         from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
 
@@ -148,7 +225,7 @@ def _dataset(args: argparse.Namespace) -> int:
             raise CommandError(str(error)) from None
         print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}")
         return 0
-    return asyncio.run(_validate(args))
+    return guard.run(lambda: _validate(args))
 
 
 async def _validate(args: argparse.Namespace) -> int:
@@ -196,7 +273,7 @@ async def _validate(args: argparse.Namespace) -> int:
     failed = [result.task_id for result in results if not result.passed]
     print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
     if failed:
-        print(f"gym: validation failed for {len(failed)} task(s): {', '.join(failed)}", file=sys.stderr)
+        print(f"gym: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
         return 1
     return 0
 
@@ -215,7 +292,35 @@ def _verdict(result: Any) -> str:
     return f"FAILED{where} (reward {outcome.reward:g}{kind})"
 
 
+def _one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped, so an error stays one line."""
+    return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]", lambda match: repr(match.group())[1:-1], text)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    guard = _SignalGuard()
+    guard.install()
+    status: Optional[int] = None
+    try:
+        status = _main(argv, guard)
+    except KeyboardInterrupt:  # SIGINT where the guard could not take it (not the main thread)
+        guard.signum = guard.signum or signal.SIGINT
+    except BaseException:
+        if guard.signum is None:
+            raise
+    finally:
+        guard.restore()
+    if guard.signum is not None:  # also when the work swallowed the cancel and finished anyway
+        try:
+            print(f"gym: interrupted ({signal.Signals(guard.signum).name})", file=sys.stderr, flush=True)
+        except OSError:  # after SIGHUP the terminal may be gone
+            pass
+        return 128 + guard.signum
+    assert status is not None
+    return status
+
+
+def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
@@ -224,10 +329,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if args.command == "dataset":
-            return _dataset(args)
-        outcome = asyncio.run(_verify(args, parser))
+            return _dataset(args, guard)
+        outcome = guard.run(lambda: _verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
-        print(f"gym: {error}", file=sys.stderr)
+        print(f"gym: {_one_line(str(error))}", file=sys.stderr)
         return 1
     if args.json:
         fields = (

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 import pytest
 from conftest import EXAMPLES
@@ -69,7 +72,7 @@ def test_task_data_and_timeout_options(tmp_path):
         (["examples/answer-file", "--sandbox", "cloud"], "invalid choice"),
         (["examples/answer-file", "--response", "missing.json"], "--response missing.json: cannot read it"),
         (["examples/answer-file", "--workspace", "missing"], "--workspace missing: not a folder"),
-        (["examples/answer-file", "--timeout", "0"], "--timeout must be a positive number"),
+        (["examples/answer-file", "--timeout", "0"], "--timeout must be a finite positive number"),
     ],
 )
 def test_usage_errors_exit_2(args: List[str], message):
@@ -88,7 +91,7 @@ def _bad_task(tmp_path: Path, toml: str) -> Path:
     "toml, message",
     [
         ("[verifier\n", "task.toml: not valid TOML"),
-        ('[verifier]\ntimeout_sec = "soon"\n', "verifier.timeout_sec must be a positive number"),
+        ('[verifier]\ntimeout_sec = "soon"\n', "verifier.timeout_sec must be a finite positive number"),
         (
             '[verifier]\nenv = { K = "${NEMO_GYM_SURELY_UNSET}" }\n',
             "needs the environment variable NEMO_GYM_SURELY_UNSET",
@@ -126,3 +129,124 @@ def test_verify_on_docker(docker_client):
 def test_a_sandbox_that_cannot_start_is_an_error_not_a_score(docker_client):
     result = gym("verify", "examples/bash-test", "--sandbox", "docker", "--image", "nemo-gym-test/no-such-image:0")
     assert result.returncode == 1 and "cannot start a container" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999", "-1"])
+def test_timeout_must_be_finite_and_positive(value):
+    result = gym("verify", "examples/answer-file", f"--timeout={value}")
+    assert result.returncode == 2 and "--timeout must be a finite positive number" in result.stderr
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    "option, name, content, message",
+    [
+        ("--response", "r.json", b'{"output": ' + DEEP.encode() + b"}", "not valid JSON (nested more than 100 levels"),
+        ("--response", "r.json", b'{"output": NaN}', "not valid JSON (NaN is not a JSON number)"),
+        ("--response", "r.json", b"[1]", "must hold a JSON object"),
+        ("--response", "r.json", b"\xff{}", "not UTF-8 text"),
+        ("--response", "r.txt", b"answer \xff", "not UTF-8 text"),
+        ("--task-data", "d.json", b'{"a": ' + DEEP.encode() + b"}", "cannot read --task-data (nested more than 100"),
+        ("--task-data", "d.json", b'{"a": 1e999}', "cannot read --task-data (the number 1e999 is out of range)"),
+        ("--secrets", "s.json", b'{"K": "a\\u0000"}', "secrets.K holds a NUL character"),
+        ("--secrets", "s.toml", b"K = " + DEEP.encode() + b"\n", "not valid TOML (nested more than 100 levels"),
+    ],
+)
+def test_bad_option_files_are_one_sentence_and_exit_1(tmp_path, option, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    result = gym("verify", "examples/answer-file", option, str(tmp_path / name))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"gym: {option} {tmp_path / name}: " if option == "--response" else "gym: ")
+    assert message in result.stderr and str(tmp_path / name) in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_an_error_naming_a_newline_stays_one_line(tmp_path):
+    task = tmp_path / "two\nlines"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text("[verifier\n")
+    result = gym("verify", str(task))
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1
+    assert "two\\nlines" in result.stderr and "not valid TOML" in result.stderr
+
+
+# --- signals: gym stops in order, removes its temporary folders, prints one line ------------------
+
+SLEEPER = """\
+import time
+
+def verify(workspace):
+    (workspace / "started").write_text("")
+    for tick in range(600):
+        (workspace / "tick").write_text(str(tick))
+        time.sleep(0.05)
+    return 1
+"""
+
+
+def _interrupt(argv: List[str], tmp: Path, started: Callable[[], bool], signum: int) -> subprocess.CompletedProcess:
+    """Runs ``python -m nemo_gym.cli ARGV`` with TMPDIR=tmp, sends ``signum`` once ``started()``."""
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nemo_gym.cli", *argv],
+        cwd=EXAMPLES.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the verifier never started"
+            time.sleep(0.05)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _assert_stopped(result: subprocess.CompletedProcess, signum: int, tmp: Path, workspace: Path) -> None:
+    name = signal.Signals(signum).name
+    assert result.returncode == 128 + signum, result.stderr
+    assert result.stderr == f"gym: interrupted ({name})\n"
+    assert list(tmp.iterdir()) == []  # sandbox, workspace and verification folders all removed
+    tick = (workspace / "tick").read_text()
+    time.sleep(0.3)
+    assert (workspace / "tick").read_text() == tick  # the verifier died with its sandbox
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_verify_stops_in_order_on_a_signal(tmp_path, signum):
+    task, workspace, tmp = tmp_path / "task", tmp_path / "workspace", tmp_path / "tmp"
+    for folder in (task / "tests", workspace, tmp):
+        folder.mkdir(parents=True)
+    (task / "tests" / "verifier.py").write_text(SLEEPER)
+    argv = ["verify", str(task), "--workspace", str(workspace)]
+    result = _interrupt(argv, tmp, (workspace / "started").exists, signum)
+    _assert_stopped(result, signum, tmp, workspace)
+    assert result.stdout == ""
+
+
+def test_dataset_validate_stops_in_order_on_sigterm(tmp_path):
+    dataset, tmp = tmp_path / "dataset", tmp_path / "tmp"
+    for folder in (dataset / "slow" / "tests", dataset / "slow" / "solution", tmp):
+        folder.mkdir(parents=True)
+    (dataset / "slow" / "tests" / "verifier.py").write_text(SLEEPER)
+    (dataset / "slow" / "solution" / "answer.md").write_text("x")
+    workspaces: List[Path] = []
+
+    def started() -> bool:  # validate grades a fresh workspace under TMPDIR
+        workspaces[:] = [path.parent for path in tmp.glob("nemo-gym-validate-*/workspace/started")]
+        return bool(workspaces)
+
+    result = _interrupt(["dataset", "validate", str(dataset)], tmp, started, signal.SIGTERM)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert result.stderr == "gym: interrupted (SIGTERM)\n"
+    assert list(tmp.iterdir()) == []

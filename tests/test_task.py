@@ -45,6 +45,13 @@ env = { FOO = "bar" }
 unknown_key = "ignored, as Harbor ignores it"
 """, {"timeout_sec": 30.0, "user": 1000, "env": {"KEY": "${KEY}", "MODE": "${MODE:-strict}"}, "mode": "separate"}),
     ("user-name", '[verifier]\nuser = "grader"\n', {"user": "grader"}),
+    ("user-uid-zero", "[verifier]\nuser = 0\n", {"user": 0}),
+    ("user-uid-max", "[verifier]\nuser = 2147483647\n", {"user": 2147483647}),
+    ("user-name-group", '[verifier]\nuser = "www-data:1000"\n', {"user": "www-data:1000"}),
+    ("user-dotted", '[verifier]\nuser = "_a.b-c"\n', {"user": "_a.b-c"}),
+    ("user-digits", '[verifier]\nuser = "2147483647"\n', {"user": "2147483647"}),
+    ("timeout-tiny", "[verifier]\ntimeout_sec = 1e-3\n", {"timeout_sec": 0.001}),
+    ("nested-100", "a = " + "[" * 99 + "]" * 99 + "\n", {"user": None}),
     ("separate-with-environment", '[verifier]\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "g:1"\n', {"mode": "separate"}),
 ]  # fmt: skip
 
@@ -74,9 +81,9 @@ BAD = [
     ("syntax-error", "[verifier\n", "not valid TOML"),
     ("duplicate-key", "[verifier]\ntimeout_sec = 1\ntimeout_sec = 2\n", "not valid TOML"),
     ("verifier-not-table", 'verifier = "x"\n', "[verifier] must be a table"),
-    ("timeout-string", '[verifier]\ntimeout_sec = "60"\n', "verifier.timeout_sec must be a positive number"),
-    ("timeout-zero", "[verifier]\ntimeout_sec = 0\n", "verifier.timeout_sec must be a positive number"),
-    ("timeout-bool", "[verifier]\ntimeout_sec = true\n", "verifier.timeout_sec must be a positive number"),
+    ("timeout-string", '[verifier]\ntimeout_sec = "60"\n', "verifier.timeout_sec must be a finite positive number"),
+    ("timeout-zero", "[verifier]\ntimeout_sec = 0\n", "verifier.timeout_sec must be a finite positive number"),
+    ("timeout-bool", "[verifier]\ntimeout_sec = true\n", "verifier.timeout_sec must be a finite positive number"),
     ("env-not-table", '[verifier]\nenv = "x"\n', "verifier.env must be a table of strings"),
     ("env-int-value", "[verifier]\nenv = { A = 1 }\n", "verifier.env.A must be a string"),
     ("user-float", "[verifier]\nuser = 1.5\n", "verifier.user must be a user name or a TOML integer uid"),
@@ -94,11 +101,53 @@ BAD = [
     ("collect-not-array", '[verifier]\ncollect = "x"\n', "verifier.collect must be an array of tables"),
     ("collect-no-command", "[[verifier.collect]]\ntimeout_sec = 1\n", "verifier.collect[0].command must be a non-empty string"),
     ("collect-sidecar", '[[verifier.collect]]\ncommand = "x"\nservice = "db"\n', "verifier.collect[0].service = 'db'"),
-    ("collect-negative-timeout", '[[verifier.collect]]\ncommand = "x"\ntimeout_sec = -1\n', "timeout_sec must be a number >= 0"),
+    ("collect-negative-timeout", '[[verifier.collect]]\ncommand = "x"\ntimeout_sec = -1\n', "timeout_sec must be a finite number >= 0"),
     ("steps-not-array", 'steps = "x"\n', "steps must be an array of tables"),
     ("step-bad-name", '[[steps]]\nname = "../x"\n', "steps[0].name must be a folder name"),
     ("step-missing-folder", '[[steps]]\nname = "nowhere"\n', "is not a folder"),
     ("agent-user-list", "[agent]\nuser = [1]\n", "agent.user must be a user name"),
+    # Odd values: a uid out of range would run as root; an endless timeout is no timeout.
+    ("user-minus-one", "[verifier]\nuser = -1\n", "verifier.user = -1 is not a uid (0 to 2147483647)"),
+    ("user-2-32-minus-1", "[verifier]\nuser = 4294967295\n", "verifier.user = 4294967295 is not a uid"),
+    ("user-2-31", "[verifier]\nuser = 2147483648\n", "verifier.user = 2147483648 is not a uid"),
+    ("user-huge", "[verifier]\nuser = 9223372036854775807\n", "verifier.user = 9223372036854775807 is not a uid"),
+    ("user-space", '[verifier]\nuser = "a b"\n', "verifier.user = 'a b' is not a user name"),
+    ("user-newline", '[verifier]\nuser = "a\\nb"\n', "verifier.user = 'a\\nb' is not a user name"),
+    ("user-nul", '[verifier]\nuser = "a\\u0000"\n', "verifier.user = 'a\\x00' is not a user name"),
+    ("user-dash", '[verifier]\nuser = "-x"\n', "verifier.user = '-x' is not a user name"),
+    ("user-string-uid-out-of-range", '[verifier]\nuser = "4294967295"\n', "is not a user name"),
+    ("user-group-out-of-range", '[verifier]\nuser = "app:4294967295"\n', "is not a user name"),
+    ("user-two-groups", '[verifier]\nuser = "a:b:c"\n', "is not a user name"),
+    ("user-long-digits", '[verifier]\nuser = "' + "1" * 5000 + '"\n', "is not a user name"),
+    ("agent-user-minus-one", "[agent]\nuser = -1\n", "agent.user = -1 is not a uid"),
+    ("step-user-minus-one", '[[steps]]\nname = "a"\n[steps.verifier]\nuser = -1\n', "steps[0].verifier.user = -1 is not a uid"),
+    ("collect-user-minus-one", '[[verifier.collect]]\ncommand = "x"\nuser = -1\n', "verifier.collect[0].user = -1 is not a uid"),
+    ("timeout-inf", "[verifier]\ntimeout_sec = inf\n", "verifier.timeout_sec must be a finite positive number, not inf"),
+    ("timeout-nan", "[verifier]\ntimeout_sec = nan\n", "verifier.timeout_sec must be a finite positive number, not nan"),
+    ("timeout-1e999", "[verifier]\ntimeout_sec = 1e999\n", "verifier.timeout_sec must be a finite positive number, not inf"),
+    ("timeout-huge-int", "[verifier]\ntimeout_sec = " + "9" * 400 + "\n", "verifier.timeout_sec must be a finite positive number"),
+    ("timeout-negative", "[verifier]\ntimeout_sec = -1\n", "verifier.timeout_sec must be a finite positive number"),
+    ("step-timeout-inf", '[[steps]]\nname = "a"\n[steps.verifier]\ntimeout_sec = inf\n', "steps[0].verifier.timeout_sec must be a finite"),
+    ("collect-timeout-inf", '[[verifier.collect]]\ncommand = "x"\ntimeout_sec = inf\n', "verifier.collect[0].timeout_sec must be a finite number >= 0"),
+    ("collect-timeout-nan", '[[verifier.collect]]\ncommand = "x"\ntimeout_sec = nan\n', "verifier.collect[0].timeout_sec must be a finite number >= 0"),
+    ("collect-command-nul", '[[verifier.collect]]\ncommand = "a\\u0000b"\n', "verifier.collect[0].command holds a NUL character"),
+    # Env tables a process environment cannot hold.
+    ("env-nul-value", '[verifier]\nenv = { A = "x\\u0000y" }\n', "verifier.env.A holds a NUL character"),
+    ("env-equals-key", '[verifier]\nenv = { "A=B" = "x" }\n', "verifier.env has the name 'A=B'"),
+    ("env-empty-key", '[verifier]\nenv = { "" = "x" }\n', "verifier.env has the name ''"),
+    ("env-nul-key", '[verifier]\nenv = { "A\\u0000" = "x" }\n', "verifier.env has the name 'A\\x00'"),
+    ("env-newline-key-int", '[verifier]\nenv = { "A\\nB" = 1 }\n', "verifier.env.'A\\nB' must be a string"),
+    ("environment-env-nul", '[environment]\nenv = { A = "\\u0000" }\n', "environment.env.A holds a NUL character"),
+    ("step-env-nul", '[[steps]]\nname = "a"\n[steps.verifier]\nenv = { A = "\\u0000" }\n', "steps[0].verifier.env.A holds a NUL"),
+    ("solution-env-nul", '[solution]\nenv = { A = "\\u0000" }\n', "solution.env.A holds a NUL character"),
+    ("solution-env-equals", '[solution]\nenv = { "=" = "x" }\n', "solution.env has the name '='"),
+    ("solution-env-int", "[solution]\nenv = { A = 1 }\n", "solution.env.A must be a string"),
+    ("workdir-nul", '[environment]\nworkdir = "/a\\u0000"\n', "environment.workdir holds a NUL character"),
+    # Hostile files.
+    ("deep-array", "a = " + "[" * 3000 + "]" * 3000 + "\n", "not valid TOML (nested more than 100 levels deep)"),
+    ("deep-table", "a = " + "{ b = " * 150 + "1" + " }" * 150 + "\n", "not valid TOML (nested more than 100 levels deep)"),
+    ("huge-int", "a = " + "1" * 5000 + "\n", "not valid TOML"),
+    ("nul-byte", "a = 1\0\n", "not valid TOML"),
 ]  # fmt: skip
 
 
@@ -197,8 +246,8 @@ def test_invalid_inputs_are_refused_naming_the_entry(tmp_path, entry, message):
 @pytest.mark.parametrize(
     "toml, message",
     [
-        ("timeout_multiplier = 0\n", "timeout_multiplier must be a positive number"),
-        ('timeout_multiplier = "2"\n', "timeout_multiplier must be a positive number"),
+        ("timeout_multiplier = 0\n", "timeout_multiplier must be a finite positive number"),
+        ('timeout_multiplier = "2"\n', "timeout_multiplier must be a finite positive number"),
         ('[gym.tasks."a".verifier]\ninputs = "a.jsonl"\n', "must be an array of file names"),
         ("[gym]\ntasks = 3\n", "[gym.tasks] must be a table"),
     ],
@@ -249,3 +298,147 @@ def test_bad_rows(tmp_path, rows, message):
 def test_rows_need_a_root_verifier(tmp_path):
     with pytest.raises(TaskError, match="graded by the dataset's verifier.py, which is missing"):
         load_dataset(write(tmp_path / "rows", {"rows.jsonl": "{}\n"}))
+
+
+DEEP_JSON = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ('{"a": ' + DEEP_JSON + "}", "nested more than 100 levels deep"),
+        ('{"a": ' + "[" * 100 + "]" * 100 + "}", "nested more than 100 levels deep"),  # 101 levels
+        ('{"a": NaN}', "NaN is not a JSON number"),
+        ('{"a": -Infinity}', "-Infinity is not a JSON number"),
+        ('{"a": 1e999}', "the number 1e999 is out of range"),
+        ('{"a": ' + "1" * 5000 + "}", "integer string conversion"),
+    ],
+)
+def test_hostile_task_data_is_refused_naming_the_file(tmp_path, data, message):
+    task = write(tmp_path / "task", {"task_data.json": data, **VERIFIER})
+    with pytest.raises(TaskError) as raised:
+        load_task(task)
+    assert message in str(raised.value) and str(task / "task_data.json") in str(raised.value)
+
+
+def test_task_data_at_the_nesting_limit_loads(tmp_path):
+    data = '{"a": ' + "[" * 99 + "]" * 99 + "}"  # 100 levels
+    task = write(tmp_path / "task", {"task_data.json": data, **VERIFIER})
+    assert load_task(task).task_data["a"] == json.loads("[" * 99 + "]" * 99)
+
+
+def test_invalid_utf8_task_data(tmp_path):
+    task = write(tmp_path / "task", VERIFIER)
+    (task / "task_data.json").write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(TaskError, match="task_data.json: cannot read task_data .*codec can't decode"):
+        load_task(task)
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ('{"a": ' + DEEP_JSON + "}\n", "line 1 is not valid JSON (nested more than 100 levels deep)"),
+        ('{}\n{"a": NaN}\n', "line 2 is not valid JSON (NaN is not a JSON number)"),
+        ('{"id": "."}\n', "line 1: id must be a non-empty string"),
+        ('{"id": ".."}\n', "line 1: id must be a non-empty string"),
+        ('{"id": "a\\u0000"}\n', "line 1: id must be a non-empty string"),
+    ],
+)
+def test_hostile_rows(tmp_path, rows, message):
+    root = write(tmp_path / "rows", {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": rows})
+    with pytest.raises(TaskError) as raised:
+        load_dataset(root)
+    assert message in str(raised.value) and str(root / "rows.jsonl") in str(raised.value)
+
+
+def test_a_row_may_hold_unicode_line_separators(tmp_path):
+    # JSON strings may hold U+2028 and U+0085 raw; JSON Lines split on "\n" only.
+    rows = '{"id": "a", "q": "x\u2028y\x85z"}\n{"id": "b"}\n'
+    root = write(tmp_path / "rows", {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": rows})
+    dataset = load_dataset(root)
+    assert dataset.task_ids == ("a", "b") and dataset.rows["a"]["q"] == "x\u2028y\x85z"
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("timeout_multiplier = inf\n", "timeout_multiplier must be a finite positive number, not inf"),
+        ("timeout_multiplier = nan\n", "timeout_multiplier must be a finite positive number, not nan"),
+        ("timeout_multiplier = " + "9" * 400 + "\n", "timeout_multiplier must be a finite positive number"),
+        ("x = " + "[" * 3000 + "]" * 3000 + "\n", "not valid TOML (nested more than 100 levels deep)"),
+    ],
+)
+def test_hostile_dataset_toml(tmp_path, toml, message):
+    root = make_dataset(tmp_path / "ds", toml=toml)
+    with pytest.raises(TaskError) as raised:
+        load_dataset(root)
+    assert message in str(raised.value) and str(root / "dataset.toml") in str(raised.value)
+
+
+def test_a_timeout_times_the_multiplier_must_stay_finite(tmp_path):
+    root = make_dataset(tmp_path / "ds", toml="timeout_multiplier = 1e300\n")
+    write(root, {"a/task.toml": "[verifier]\ntimeout_sec = 1e300\n"})
+    with pytest.raises(TaskError) as raised:
+        load_dataset(root).task("a")
+    text = str(raised.value)
+    assert str(root / "a" / "task.toml") in text and "verifier.timeout_sec = 1e+300 times the dataset's" in text
+    assert load_dataset(root).task("b").timeout_sec == 600.0 * 1e300  # large but finite
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("s.json", '{"K": "a\\u0000b"}', "secrets.K holds a NUL character"),
+        ("s.json", '{"A=B": "x"}', "secrets has the name 'A=B'"),
+        ("s.json", '{"": "x"}', "secrets has the name ''"),
+        ("s.json", '{"K": "\\ud800"}', "secrets.K is not valid text"),
+        ("s.json", '{"K": 1}', "secrets.K must be a string, not 1"),
+        ("s.json", '{"K": ' + DEEP_JSON + "}", "nested more than 100 levels deep"),
+        ("s.json", '{"K": NaN}', "NaN is not a JSON number"),
+        ("s.toml", 'K = "a\\u0000b"\n', "secrets.K holds a NUL character"),
+        ("s.toml", '"A=B" = "x"\n', "secrets has the name 'A=B'"),
+        ("s.toml", "K = " + "[" * 3000 + "]" * 3000 + "\n", "nested more than 100 levels deep"),
+        ("s.toml", "K = [1]\n", "secrets.K must be a string"),
+    ],
+)
+def test_hostile_secrets(tmp_path, name, text, message):
+    from nemo_gym.data.tasks.harbor.task import read_secrets
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(TaskError) as raised:
+        read_secrets(tmp_path / name)
+    assert message in str(raised.value) and str(tmp_path / name) in str(raised.value)
+
+
+def test_good_secrets(tmp_path):
+    from nemo_gym.data.tasks.harbor.task import read_secrets
+
+    (tmp_path / "s.toml").write_text('K = "v=1"\nL = ""\n')
+    assert read_secrets(tmp_path / "s.toml") == {"K": "v=1", "L": ""}
+
+
+SEPARATE_TOML = '[verifier]\nenvironment_mode = "separate"\n[verifier.environment]\ndocker_image = "g:1"\n'
+
+
+@pytest.mark.parametrize(
+    "compose, message",
+    [
+        ("services: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML (nested more than 100 levels deep)"),
+        ("services: &a\n  main: *a\n", "not valid YAML"),  # an alias used before it is complete
+        ("services: &a [*a]\n", "not valid YAML (nested more than 100 levels deep)"),  # holds itself
+        ("services: " + "1" * 5000 + "\n", "not valid YAML"),
+    ],
+)
+def test_hostile_compose_files(tmp_path, compose, message):
+    task = write(tmp_path / "task", {"task.toml": SEPARATE_TOML, **VERIFIER, "tests/docker-compose.yaml": compose})
+    with pytest.raises(TaskError) as raised:
+        load_task(task)
+    assert message in str(raised.value) and "docker-compose.yaml" in str(raised.value)
+
+
+def test_yaml_aliases_that_share_are_cheap(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    compose = "x-laughs:\n" + "".join(f"  {line}\n" for line in lines) + "services: {}\n"
+    task = write(tmp_path / "task", {"task.toml": SEPARATE_TOML, **VERIFIER, "tests/docker-compose.yaml": compose})
+    assert load_task(task).verifier.environment_mode == "separate"  # 10**9 leaves, walked once each level

@@ -77,6 +77,8 @@ def declares_response(source: bytes, filename: str) -> Optional[bool]:
         tree = ast.parse(source, filename)
     except SyntaxError as error:
         raise TaskError(f"{filename}: does not parse ({error.msg}, line {error.lineno})") from None
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes (3.8-3.11), deep nesting
+        raise TaskError(f"{filename}: does not parse ({str(error) or type(error).__name__})") from None
 
     def has_response(node: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
         arguments = node.args

@@ -12,6 +12,8 @@ that does not parse, is a ``TaskError`` whose one sentence names the file and th
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +34,14 @@ ENVIRONMENT_MODES = ("shared", "separate")
 # Files the verifier writes into /logs/verifier: never a sidecar input, or a planted one would stand.
 GRADER_OUTPUTS = ("reward.json", "reward.txt", "test-stdout.txt")
 ROWS_FILE = "rows.jsonl"
+# The deepest nesting of tables and arrays a task's files may hold. Real ones hold a handful of
+# levels; the limit keeps every later copy, dump and check of a loaded value far from the
+# interpreter's recursion limit.
+MAX_NESTING = 100
+# The largest uid or gid a user key may name: Linux's ids are signed 32-bit (-1 means "unchanged").
+MAX_ID = 2**31 - 1
+_USER_PART = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
+_USER = re.compile(rf"({_USER_PART})(?::({_USER_PART}))?")
 
 
 class TaskError(ValueError):
@@ -110,11 +120,68 @@ class Task:
 # --- reading TOML tables -------------------------------------------------------------------------
 
 
+def nested_too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` holds dicts or lists nested more than ``limit`` levels deep.
+
+    Iterative, so it cannot overflow the stack itself; a container reached again is walked again
+    only when reached deeper, so shared parts (YAML aliases) cost little and a cycle counts as too deep.
+    """
+    deepest: Dict[int, int] = {}
+    stack: List[Tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        if deepest.get(id(item), 0) >= depth:
+            continue
+        deepest[id(item)] = depth
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return number
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` for files a person wrote: ``ValueError`` with the reason for anything that is not
+    plain JSON (``NaN``, ``Infinity``, a number beyond a float's range, an integer of more digits than
+    the interpreter converts) or that nests more than ``MAX_NESTING`` levels deep."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep") from None
+    except MemoryError:
+        raise ValueError("too large to read") from None
+    if nested_too_deep(value):
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
+    return value
+
+
 def read_toml(path: Path) -> Dict[str, Any]:
     try:
         config: Dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+    except RecursionError:
+        raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)") from None
+    except MemoryError:
+        raise TaskError(f"{path}: not valid TOML (too large to read)") from None
+    except (OSError, ValueError) as error:  # ValueError: TOMLDecodeError, UnicodeDecodeError, huge integers
         raise TaskError(f"{path}: not valid TOML ({error})") from None
+    if nested_too_deep(config):
+        raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)")
     return config
 
 
@@ -125,34 +192,83 @@ def _table(parent: Mapping[str, Any], key: str, where: str, name: str) -> Option
     return value
 
 
-def _string_map(value: Any, where: str, name: str) -> Dict[str, str]:
+def _key(key: str) -> str:
+    """A key as a message shows it: plain keys bare, anything else quoted, so a message stays one line."""
+    return key if re.fullmatch(r"[A-Za-z0-9_.-]+", key) else repr(key)
+
+
+def env_table(value: Any, where: str, name: str) -> Dict[str, str]:
+    """An env table (``[environment].env``, ``[verifier].env``, a step's, ``[solution].env``, secrets):
+    names to strings that a process environment can hold. A name must be non-empty without ``=``
+    or NUL, a value without NUL, both valid text; ``where`` is the file, ``name`` the table's key."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise TaskError(f"{where}: {name} must be a table of strings")
     for key, item in value.items():
         if not isinstance(item, str):
-            raise TaskError(f"{where}: {name}.{key} must be a string, not {item!r}")
+            raise TaskError(f"{where}: {name}.{_key(key)} must be a string, not {item!r}")
+        if not key or "=" in key or "\0" in key:
+            raise TaskError(f"{where}: {name} has the name {key!r}, which no environment variable can have")
+        if "\0" in item:
+            raise TaskError(f"{where}: {name}.{_key(key)} holds a NUL character, which no environment variable can")
+        try:
+            os.fsencode(key), os.fsencode(item)
+        except UnicodeError:
+            raise TaskError(f"{where}: {name}.{_key(key)} is not valid text (a lone surrogate)") from None
     return dict(value)
 
 
 def _optional_string(value: Any, where: str, name: str) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise TaskError(f"{where}: {name} must be a string, not {value!r}")
+    if value is not None and "\0" in value:
+        raise TaskError(f"{where}: {name} holds a NUL character")
     return value
 
 
+def _finite(value: Any) -> Optional[float]:
+    """``value`` as a finite float, ``None`` when it is not a finite number (bool, inf, nan, 10**400)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _number(value: Any, where: str, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise TaskError(f"{where}: {name} must be a positive number, not {value!r}")
-    return float(value)
+    number = _finite(value)
+    if number is None or not number > 0:
+        raise TaskError(f"{where}: {name} must be a finite positive number, not {value!r}")
+    return number
+
+
+def _is_id(part: str) -> bool:
+    """Whether ``part`` of a user is a name, or a number that is a valid id."""
+    return not part.isdigit() or (len(part) <= len(str(MAX_ID)) and int(part) <= MAX_ID)
 
 
 def _user(value: Any, where: str, name: str) -> Optional[User]:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+    """A user key: a TOML integer uid in 0..2**31-1, or a name (``name:group`` too) of letters,
+    digits, ``.``, ``_`` and ``-``, not starting with ``-`` (all-digit parts are ids, in range)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TaskError(f"{where}: {name} must be a user name or a TOML integer uid, not {value!r}")
-    if isinstance(value, str) and not value:
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_ID:
+            raise TaskError(f"{where}: {name} = {value} is not a uid (0 to {MAX_ID})")
+        return value
+    if not value:
         raise TaskError(f"{where}: {name} must not be empty")
+    match = _USER.fullmatch(value)
+    if match is None or not all(_is_id(part) for part in match.groups() if part is not None):
+        raise TaskError(
+            f"{where}: {name} = {value[:100]!r} is not a user name (letters, digits, '.', '_' and '-', "
+            f"optionally name:group) or a uid from 0 to {MAX_ID}"
+        )
     return value
 
 
@@ -164,7 +280,7 @@ def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str
     return EnvironmentConfig(
         docker_image=_optional_string(table.get("docker_image"), where, f"{name}.docker_image"),
         workdir=workdir,
-        env=_string_map(table.get("env"), where, f"{name}.env"),
+        env=env_table(table.get("env"), where, f"{name}.env"),
         table=table,
     )
 
@@ -185,6 +301,8 @@ def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
         command = item.get("command")
         if not isinstance(command, str) or not command.strip():
             raise TaskError(f"{where}: {key}.command must be a non-empty string")
+        if "\0" in command:
+            raise TaskError(f"{where}: {key}.command holds a NUL character")
         service = item.get("service", "main")
         if service != "main":
             raise TaskError(
@@ -192,9 +310,10 @@ def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
                 "sandbox, which this server does not run; only 'main' is supported"
             )
         timeout = item.get("timeout_sec", DEFAULT_COLLECT_TIMEOUT_SEC)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise TaskError(f"{where}: {key}.timeout_sec must be a number >= 0, not {timeout!r}")
-        hooks.append(CollectHook(command, service, float(timeout), _user(item.get("user"), where, f"{key}.user")))
+        seconds = _finite(timeout)
+        if seconds is None or seconds < 0:
+            raise TaskError(f"{where}: {key}.timeout_sec must be a finite number >= 0, not {timeout!r}")
+        hooks.append(CollectHook(command, service, seconds, _user(item.get("user"), where, f"{key}.user")))
     return tuple(hooks)
 
 
@@ -212,7 +331,7 @@ def verifier_config(table: Optional[Mapping[str, Any]], where: str, name: str) -
         )
     return VerifierConfig(
         timeout_sec=_number(table.get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC), where, f"{name}.timeout_sec"),
-        env=_string_map(table.get("env"), where, f"{name}.env"),
+        env=env_table(table.get("env"), where, f"{name}.env"),
         user=_user(table.get("user"), where, f"{name}.user"),
         environment_mode=mode,
         environment=None
@@ -241,10 +360,11 @@ def _steps(value: Any, path: Path, where: str) -> Tuple[StepConfig, ...]:
 
 
 def read_json_object(path: Path, what: str) -> Dict[str, Any]:
-    """The JSON object in ``path``; a ``TaskError`` naming the file otherwise."""
+    """The JSON object in ``path`` (plain JSON, as ``loads_json`` reads it); a ``TaskError`` naming the
+    file otherwise."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+        value = loads_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: bad JSON, UnicodeDecodeError, huge integers
         raise TaskError(f"{path}: cannot read {what} ({error})") from None
     if not isinstance(value, dict):
         raise TaskError(f"{path}: {what} must be a JSON object, not {type(value).__name__}")
@@ -252,15 +372,13 @@ def read_json_object(path: Path, what: str) -> Dict[str, Any]:
 
 
 def read_secrets(path: Path) -> Dict[str, str]:
-    """A secrets table from a ``.json`` object or a ``.toml`` file: names to string values."""
+    """A secrets table from a ``.json`` object or a ``.toml`` file: names to string values that an
+    environment variable can hold (``env_table``)."""
     if path.suffix == ".json":
         table: Dict[str, Any] = read_json_object(path, "secrets")
     else:
         table = read_toml(path)
-    for key, value in table.items():
-        if not isinstance(value, str):
-            raise TaskError(f"{path}: the secret {key} must be a string")
-    return dict(table)
+    return env_table(table, str(path), "secrets")
 
 
 def validate_inputs(entries: Any, where: str, name: str) -> Tuple[str, ...]:
@@ -311,21 +429,24 @@ def is_task_folder(path: Path) -> bool:
 def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
     rows: Dict[str, Dict[str, Any]] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, ValueError) as error:  # ValueError: UnicodeDecodeError
         raise TaskError(f"{path}: cannot read it ({error})") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line)
         except ValueError as error:
             raise TaskError(f"{path}: line {number} is not valid JSON ({error})") from None
         if not isinstance(row, dict):
             raise TaskError(f"{path}: line {number} must be a JSON object")
         row_id = row.get("id", f"row-{number}")
-        if not isinstance(row_id, str) or not row_id or "/" in row_id:
-            raise TaskError(f"{path}: line {number}: id must be a non-empty string without '/', not {row_id!r}")
+        if not isinstance(row_id, str) or row_id in ("", ".", "..") or "/" in row_id or "\0" in row_id:
+            raise TaskError(
+                f"{path}: line {number}: id must be a non-empty string without '/' or NUL, other than "
+                f"'.' and '..' (it names a folder), not {row_id!r}"
+            )
         if row_id in rows:
             raise TaskError(f"{path}: line {number}: the id {row_id!r} is already taken")
         rows[row_id] = row
@@ -379,6 +500,8 @@ def _load(
     else:
         task_data = {}
     agent = _table(config, "agent", where, "[agent]") or {}
+    solution = _table(config, "solution", where, "[solution]") or {}
+    env_table(solution.get("env"), where, "solution.env")  # the oracle's env (gym dataset validate)
     task = Task(
         id=task_id,
         path=path,
@@ -392,6 +515,13 @@ def _load(
         inputs=dataset.inputs.get(task_id, ()) if dataset is not None else (),
         config=config,
     )
+    verifiers = [("verifier", task.verifier)] + [(f"steps[{i}].verifier", s.verifier) for i, s in enumerate(task.steps)]
+    for name, verifier in verifiers:
+        if not math.isfinite(verifier.timeout_sec * task.timeout_multiplier):
+            raise TaskError(
+                f"{where}: {name}.timeout_sec = {verifier.timeout_sec:g} times the dataset's timeout_multiplier = "
+                f"{task.timeout_multiplier:g} is not a finite number of seconds"
+            )
     from nemo_gym.data.tasks.harbor.verifier_env import load_refusal  # it reads tasks: import late
 
     refusal = load_refusal(task) if check else None

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError
 from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive
-from nemo_gym.data.tasks.harbor.task import Task, TaskError
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
 
 FULL_MARKS = 1.0
@@ -130,12 +130,9 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Tuple
 
 def _solution_env(task: Task) -> Dict[str, str]:
     solution = task.config.get("solution")
-    env = solution.get("env") if isinstance(solution, dict) else None
-    if env is None:
-        return {}
-    if not isinstance(env, dict) or not all(isinstance(value, str) for value in env.values()):
-        raise TaskError(f"{task.path / 'task.toml'}: solution.env must be a table of strings")
-    return resolve_env(env, os.environ, where=f"{task.path / 'task.toml'} [solution].env")
+    where = str(task.path / "task.toml")
+    env = env_table(solution.get("env") if isinstance(solution, dict) else None, where, "solution.env")
+    return resolve_env(env, os.environ, where=f"{where} [solution].env")
 
 
 async def validate_task(task: Task, open_sandbox: Callable[[Task, Path], Any]) -> TaskResult:

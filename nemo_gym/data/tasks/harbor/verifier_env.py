@@ -18,7 +18,14 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
-from nemo_gym.data.tasks.harbor.task import EnvironmentConfig, Task, VerifierConfig, load_task
+from nemo_gym.data.tasks.harbor.task import (
+    MAX_NESTING,
+    EnvironmentConfig,
+    Task,
+    VerifierConfig,
+    load_task,
+    nested_too_deep,
+)
 
 TaskLike = Union[str, Path, Task]
 
@@ -169,10 +176,15 @@ def _compose(task: Task) -> Tuple[Optional[Any], Optional[str]]:
     path = task.path / "tests" / COMPOSE_FILE
     if not path.is_file():
         return {}, None
+    too_deep = f"{path}: not valid YAML (nested more than {MAX_NESTING} levels deep)"
     try:
         parsed = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        return None, f"{path}: not valid YAML ({str(error).splitlines()[0]})"
+    except RecursionError:
+        return None, too_deep
+    except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: UnicodeDecodeError, huge integers
+        return None, f"{path}: not valid YAML ({(str(error).splitlines() or [type(error).__name__])[0]})"
+    if nested_too_deep(parsed):  # also an alias that holds itself
+        return None, too_deep
     return ({} if parsed is None else parsed), None
 
 
