@@ -1,71 +1,126 @@
-"""The runner's private report to NeMo Gym's server, and its switch to the verifier's user.
+"""The runner's private report to NeMo Gym's server, and how it takes only what it was given.
 
-NeMo Gym's run step starts the runner as the sandbox's admin user (root) with three things no other
-user can reach: ``NEMO_GYM_REPORT_FD``, a descriptor of a file in a folder only the admin can
-enter; ``NEMO_GYM_NONCE_FILE``, a file in that folder holding the run's nonce; and, when
-``[verifier].user`` names someone else, ``NEMO_GYM_RUN_AS``. Before any code of the task runs, ``open_channel`` reads
-and deletes the nonce and keeps the descriptor from every child; ``become`` switches to the
-verifier's user; ``seal`` makes the process non-dumpable, so that no other process, not even one
-``verify`` starts, can read the nonce or reach the descriptor through ``/proc``. The report (the
-``reward.json`` text the runner wrote, or why it wrote none) carries the nonce, and the host
-believes it over the file, which any process of the verifier's user could rewrite.
+NeMo Gym's run step starts the runner as the sandbox's admin (root), with what no other process
+can reach: ``NEMO_GYM_REPORT_FD``, a descriptor of a file in a folder only the admin can enter;
+``NEMO_GYM_KEY_FILE``, the run's one-time key in that folder; ``NEMO_GYM_DEFERRED_ENV``, the task's
+variables that would act on a process as it starts (``LD_PRELOAD`` and the like), held back from
+every process grading starts as root; and ``NEMO_GYM_RUN_AS``, the verifier's user when that is
+not root. Before any code of the task runs, ``take_over`` reads and deletes the key and the
+deferred variables, reads the runner's own inputs (``verifier.py``, ``task_data.json``,
+``response.json``, which only the admin can read), keeps the descriptor from every child, switches
+to the verifier's user, makes the process non-dumpable (so that not even a process of that user,
+not even one ``verify`` starts, can read its memory or reach its descriptor through ``/proc``),
+and only then hands the deferred variables to ``verify``'s children.
 
-Under stock Harbor none of this is set: the runner writes ``reward.json`` and nothing else.
+The report, the ``reward.json`` text the runner wrote (or why it wrote none), carries an HMAC under
+the key. Reading it teaches nothing (the key never leaves this process), so it cannot be rewritten
+into another score; the host believes it over the file, which a process of the verifier's user
+could rewrite. Under stock Harbor none of this is set and the runner writes ``reward.json`` alone.
 Standard library only.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from _gym_runner import VerifierError
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 
-REPORT_FD, NONCE_FILE, RUN_AS = "NEMO_GYM_REPORT_FD", "NEMO_GYM_NONCE_FILE", "NEMO_GYM_RUN_AS"
-# The line format the host parses (nemo_gym/data/tasks/harbor/reports.py; keep in sync).
-REPORT_PREFIX = "nemo-gym-report/1"
-_MAX_DETAIL = 2000  # a report is one bounded line, whatever the error message holds
+REPORT_FD, KEY_FILE = "NEMO_GYM_REPORT_FD", "NEMO_GYM_KEY_FILE"
+DEFERRED_ENV, RUN_AS = "NEMO_GYM_DEFERRED_ENV", "NEMO_GYM_RUN_AS"
+# The report line the host parses (nemo_gym/data/tasks/harbor/reports.py; keep in sync).
+REPORT_PREFIX = "nemo-gym-report/2"
+INPUTS = ("verifier.py", "task_data.json", "response.json")
+_MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+
+
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) in hex, on the interpreter's built-in SHA-256: ``hmac`` would load
+    OpenSSL, several milliseconds of every start."""
+    sha256 = _sha256()
+    block = 64
+    if len(key) > block:
+        key = sha256(key).digest()
+    key = key.ljust(block, b"\0")
+    inner = sha256(bytes(byte ^ 0x36 for byte in key) + message).digest()
+    return str(sha256(bytes(byte ^ 0x5C for byte in key) + inner).hexdigest())
+
+
+def _sha256() -> Any:
+    for module in ("_sha2", "_sha256"):  # Python 3.12+, then 3.8-3.11: built in, a fraction of a millisecond
+        try:
+            return __import__(module).sha256
+        except ImportError:
+            pass
+    import hashlib
+
+    return hashlib.sha256
 
 
 class Channel:
     """The report line to the host: ``send`` it once, at the end."""
 
-    def __init__(self, descriptor: int, nonce: str) -> None:
-        self.descriptor, self.nonce = descriptor, nonce
+    def __init__(self, descriptor: int, key: bytes) -> None:
+        self.descriptor, self.key = descriptor, key
 
     def send(self, kind: str, text: str) -> None:
-        detail = " ".join(text.split())[:_MAX_DETAIL]
-        line = f"{REPORT_PREFIX} {self.nonce} {kind} {detail}\n".encode("utf-8", "backslashreplace")
+        """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``."""
+        if kind != "reward":
+            text = " ".join(text.split())[:_MAX_DETAIL]
+        body = f"{kind} {text}".encode("utf-8", "surrogateescape")
+        line = f"{REPORT_PREFIX} {hmac_sha256(self.key, body)} ".encode("ascii") + body + b"\n"
         try:
-            os.write(self.descriptor, line)
+            while line:
+                line = line[os.write(self.descriptor, line) :]
         except OSError as error:  # nothing else can reach the host: say so where the author looks
             print(f"verifier error: the report to the server failed ({error})")
 
 
-def open_channel() -> Optional[Channel]:
-    """The channel when NeMo Gym's server opened one, else ``None``; the nonce file is gone after."""
-    number = os.environ.pop(REPORT_FD, None)
-    if number is None:
-        return None
+def _read_and_remove(path: str, limit: int) -> bytes:
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        descriptor = int(number)
+        data = os.read(handle, limit + 1)
+    finally:
+        os.close(handle)
+    os.unlink(path)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
+
+
+def take_over(here: str) -> Tuple[Channel, Dict[str, bytes]]:
+    """The server's channel and the runner's inputs, with this process as safe as it can be made
+    before any code of the task runs (see the module's docstring). ``VerifierError`` when the
+    server's setup is unusable."""
+    try:
+        descriptor = int(os.environ.pop(REPORT_FD))
         os.set_inheritable(descriptor, False)
-        path = os.environ.pop(NONCE_FILE)
-        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            nonce = os.read(handle, 256).decode("ascii").strip()
-        finally:
-            os.close(handle)
-        os.unlink(path)
+        key = bytes.fromhex(_read_and_remove(os.environ.pop(KEY_FILE), 256).decode("ascii").strip())
+        deferred_file = os.environ.pop(DEFERRED_ENV, "")
+        deferred = _read_and_remove(deferred_file, 1 << 20) if deferred_file else b""
+        inputs: Dict[str, bytes] = {}
+        for name in INPUTS:
+            try:
+                with open(os.path.join(here, name), "rb") as handle:
+                    inputs[name] = handle.read()
+            except FileNotFoundError:
+                pass
     except (KeyError, OSError, ValueError) as error:
         raise VerifierError(f"the server's report channel is unusable ({error})") from None
-    if not nonce.isalnum():
-        raise VerifierError("the server's report channel is unusable (a malformed nonce)")
-    return Channel(descriptor, nonce)
+    user = os.environ.pop(RUN_AS, "")
+    if user:
+        become(user)
+    seal()
+    for entry in deferred.split(b"\0"):
+        variable, _, value = entry.partition(b"=")
+        if variable:
+            os.environb[variable] = value  # for what verify starts; this process has already started
+    return Channel(descriptor, key), inputs
 
 
 def become(user: str) -> None:
@@ -106,7 +161,7 @@ def seal() -> None:
     """
     try:
         import _ctypes
-    except ImportError:  # built without ctypes: the nonce and descriptor are then as safe as /proc makes them
+    except ImportError:  # built without ctypes: the key and descriptor are then as safe as /proc makes them
         return
     core: Any = _ctypes  # private C API: typed loosely on purpose
 
@@ -124,3 +179,65 @@ def seal() -> None:
         _Function(("prctl", _Process()))(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (AttributeError, OSError):  # not Linux
         pass
+
+
+def _writable_by_others(path: str, own_uid: int) -> Optional[str]:
+    """Why another user than root and ``own_uid`` could change ``path``, or ``None``."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    if status.st_uid not in (0, own_uid):
+        return f"{path} belongs to uid {status.st_uid}"
+    if status.st_mode & 0o022:
+        return f"{path} is writable by its group or by everyone"
+    return None
+
+
+def unsafe_site() -> List[str]:
+    """The site-packages folders (and ``.pth`` files) of this interpreter that a user other than root
+    and the verifier's own could change: code there would run inside this process (``site`` has not
+    run yet: test.sh starts Python with ``-S``)."""
+    import site
+
+    uid = os.geteuid()
+    prefixes = {sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix)}
+    executable_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for folder in (executable_dir, os.path.dirname(executable_dir)):  # a venv's pyvenv.cfg
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            prefixes.add(os.path.dirname(executable_dir))
+    problems = []
+    for folder in site.getsitepackages(sorted(prefixes)):
+        if not os.path.isdir(folder):
+            continue
+        for path in [folder, os.path.dirname(folder)] + [
+            os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".pth")
+        ]:
+            problem = _writable_by_others(path, uid)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def safe_python_path(cwd: str) -> Tuple[List[str], List[str]]:
+    """The task's ``PYTHONPATH`` entries the runner may append (absolute, outside the working
+    directory, changeable by root and the verifier's user alone), and why the others were dropped."""
+    uid = os.geteuid()
+    root = os.path.realpath(cwd)
+    kept, dropped = [], []
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if not entry:
+            continue
+        real = os.path.realpath(entry)
+        problem = None
+        if not os.path.isabs(entry):
+            problem = f"PYTHONPATH entry {entry!r} is relative: it would resolve in the working directory"
+        elif real == root or real.startswith(root.rstrip("/") + "/"):
+            problem = f"PYTHONPATH entry {entry!r} is inside the working directory"
+        else:
+            problem = _writable_by_others(real, uid)
+        if problem:
+            dropped.append(problem)
+        elif entry not in kept:
+            kept.append(entry)
+    return kept, dropped

@@ -30,6 +30,9 @@ KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = range(5)
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
 _PLAIN_FUNCTION = type(lambda: None)
+# The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
+# the admin can read those files then); empty under stock Harbor, where the files are read as needed.
+PRELOADED: Dict[str, bytes] = {}
 _MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 
 
@@ -121,6 +124,17 @@ def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tupl
     return positional, keywords
 
 
+def _exists(here: str, name: str) -> bool:
+    return name in PRELOADED if PRELOADED else os.path.exists(os.path.join(here, name))
+
+
+def _read(here: str, name: str) -> bytes:
+    if name in PRELOADED:
+        return PRELOADED[name]
+    with open(os.path.join(here, name), "rb") as handle:
+        return handle.read()
+
+
 def _argument(name: str, here: str) -> Any:
     if name in ("workspace", "state"):
         from pathlib import Path
@@ -128,13 +142,12 @@ def _argument(name: str, here: str) -> Any:
         workspace = Path(os.getcwd())
         return workspace if name == "workspace" else {"workspace": workspace}
     path = os.path.join(here, f"{name}.json")
-    if name == "task_data" and not os.path.exists(path):
+    if name == "task_data" and not _exists(here, "task_data.json"):
         return {}
     import json
 
     try:
-        with open(path, "rb") as handle:
-            value = json.loads(handle.read().decode("utf-8"))
+        value = json.loads(_read(here, f"{name}.json").decode("utf-8"))
     except (OSError, ValueError) as error:
         raise VerifierError(f"cannot read {name}.json ({path}): {error}") from None
     if not isinstance(value, dict):
@@ -146,8 +159,7 @@ def load_verify(here: str) -> Callable[..., Any]:
     """``verify`` from verifier.py in ``here``, run as module ``verifier`` (no importlib needed)."""
     path = os.path.join(here, "verifier.py")
     try:
-        with open(path, "rb") as handle:
-            source = handle.read()
+        source = _read(here, "verifier.py")
     except OSError as error:
         raise VerifierError(f"cannot read verifier.py beside test.sh ({error})") from None
     module = type(sys)("verifier")
@@ -172,7 +184,7 @@ def load_verify(here: str) -> Callable[..., Any]:
 def call_verify(verify: Callable[..., Any], here: str) -> Any:
     """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
     available = [name for name in KNOWN_ARGUMENTS if name != "response"]
-    if os.path.exists(os.path.join(here, "response.json")):
+    if _exists(here, "response.json"):
         available.insert(2, "response")
     positional, keywords = plan_call(declared_parameters(verify), available)
     names = set(keywords.values()).union(item for item in positional if isinstance(item, str))
@@ -251,17 +263,23 @@ def _forget_planted_rewards(logs_dir: str) -> None:
 
 
 def _set_up_sys_path(here: str) -> None:
-    # test.sh starts Python with -E (no PYTHON* variables) so that nothing the task's environment
-    # names runs before the runner: a PYTHONPATH entry in the workspace would run the agent's
-    # sitecustomize.py first. The task's PYTHONPATH is honoured here instead, after the standard
-    # library and site-packages, so it can add modules but never shadow one. Relative entries
-    # (and "") would resolve inside the working directory: they are dropped, with "." and the
-    # working directory itself. The shim's own folder stays first.
+    # test.sh starts Python with -E -S: no PYTHON* variable and no site-packages act before the
+    # runner, so nothing the task's environment names (a PYTHONPATH into the workspace and its
+    # sitecustomize.py) runs first. site runs here; the task's PYTHONPATH is honoured after the
+    # standard library and site-packages, so it can add modules but never shadow one, and never
+    # with a folder inside the working directory or one another user could change.
+    import site
+
+    site.main()
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if os.path.isabs(entry) and entry != cwd and entry not in sys.path:
-            sys.path.append(entry)
+    if os.environ.get("PYTHONPATH"):
+        from _gym_channel import safe_python_path
+
+        kept, dropped = safe_python_path(cwd)
+        for problem in dropped:
+            print(f"verifier warning: {problem}: not added to sys.path")
+        sys.path.extend(entry for entry in kept if entry not in sys.path)
 
 
 def main(here: str) -> int:
@@ -272,16 +290,23 @@ def main(here: str) -> int:
         pass
     channel = None
     if "NEMO_GYM_REPORT_FD" in os.environ:  # NeMo Gym's server: see _gym_channel
-        from _gym_channel import RUN_AS, become, open_channel, seal
+        from _gym_channel import take_over, unsafe_site
 
         try:
-            channel = open_channel()
-            user = os.environ.pop(RUN_AS, None)
-            if user:
-                become(user)
-            seal()
+            channel, inputs = take_over(here)
         except VerifierError as error:
             print(f"verifier error: {error}\n{_MISSING_REWARD}")
+            return 1
+        PRELOADED.update(inputs)
+        problems = unsafe_site()
+        if problems:
+            message = (
+                f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there "
+                "would run inside the runner, so it does not grade here; give the verifier an interpreter only "
+                "root and its own user can write"
+            )
+            print(f"verifier error: {message}\n{_MISSING_REWARD}")
+            channel.send("refused", message)
             return 1
     _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"

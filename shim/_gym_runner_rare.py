@@ -102,9 +102,17 @@ def print_error(error: VerifierError) -> None:
     print(f"verifier error: {error}")
     cause = error.error
     if cause is not None and not isinstance(cause, SystemExit):
+        import linecache
         import traceback
 
+        from _gym_runner import PRELOADED
+
         shim = os.path.dirname(os.path.abspath(__file__))
+        if "verifier.py" in PRELOADED:  # the verifier's user may not read the file: show its lines anyway
+            source = PRELOADED["verifier.py"].decode("utf-8", "replace").splitlines(True)
+            path = os.path.join(shim, "verifier.py")
+            linecache.cache[path] = (len(source), None, source, path)
+
         runner_files = {os.path.join(shim, name) for name in ("gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py")}
         asyncio = sys.modules.get("asyncio")
         asyncio_dir = os.path.dirname(asyncio.__file__ or "") if asyncio is not None else None

@@ -10,11 +10,37 @@ case "${BASH_SOURCE[0]}" in
 esac
 # gym_runner.py exits with this status when the interpreter is older than 3.8 (keep in sync).
 too_old=86
+# What root may run: programs of folders only root can change (the system's own PATH).
+system_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 tried=""
-# The interpreter comes from PATH, but only from a folder the agent cannot have planted one in:
-# never a relative entry (it would resolve inside the working directory, the agent's), and, for
-# root, only a root-owned, non-sticky folder outside the working directory holding a root-owned
-# interpreter. Builtins only: this runs before every verification.
+
+# Whether root may start "$1/$2": "$1", the folder above it (where a venv keeps its pyvenv.cfg) and
+# the interpreter belong to root and nobody else can write them, and every folder further up
+# belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
+# so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
+# interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it); the rest is
+# builtins.
+root_may_run() {
+  local dir=${1%/*} above=() line index=0 special mode
+  while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
+  while IFS= read -r line; do
+    index=$((index + 1))
+    case "$line" in
+      "0 "*" symbolic link") continue ;;
+      "0 "[0-7][0-7][0-7]" "*) special=0 mode=${line:2:3} ;;
+      "0 "[0-7][0-7][0-7][0-7]" "*) special=${line:2:1} mode=${line:3:3} ;;
+      *) return 1 ;;
+    esac
+    (( (8#$mode & 8#022) == 0 )) && continue
+    # Writable by others: only a sticky folder above the interpreter's folder and the one above it.
+    [ "$index" -gt 2 ] && [ "$index" -le $((${#above[@]} + 1)) ] && (( special & 1 )) || return 1
+  done < <(PATH=$system_path stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null || echo bad)
+  [ "$index" = $((${#above[@]} + 2)) ] && [ -O "$1/$2" ]
+}
+
+# The interpreter comes from PATH, but never from a relative entry (it would resolve inside the
+# working directory, the agent's) and, for root, only where root_may_run allows, outside the
+# working directory.
 for python in python3 python; do
   found=""
   rest="${PATH:-}:"
@@ -25,8 +51,8 @@ for python in python3 python; do
     [ -f "$dir/$python" ] && [ -x "$dir/$python" ] || continue
     if [ "${EUID:-0}" = 0 ]; then
       case "$dir/" in "${PWD%/}"/*) tried="$tried $dir/$python is inside the working directory;"; continue ;; esac
-      if [ ! -O "$dir" ] || [ -k "$dir" ] || [ ! -O "$dir/$python" ]; then
-        tried="$tried $dir/$python is not in a folder only root can write;"
+      if ! root_may_run "$dir" "$python"; then
+        tried="$tried $dir/$python is in a folder another user can change;"
         continue
       fi
     fi
@@ -37,15 +63,17 @@ for python in python3 python; do
     tried="$tried $python is not on PATH;"
     continue
   fi
-  # -E: no PYTHON* variable acts before the runner (it honours PYTHONPATH itself, after the
-  # standard library); -s: no user site-packages; -B: /tests is fresh every run, so no .pyc.
-  # The script's folder goes first on sys.path, the working directory not at all.
-  "$found" -E -s -B "$here/gym_runner.py"
+  # -E: no PYTHON* variable acts before the runner; -S: site-packages are added by the runner, once it
+  # has checked them (it honours PYTHONPATH itself, after them); -s: no user site-packages; -B: /tests
+  # is fresh every run, so no .pyc. The script's folder goes first on sys.path, the working directory
+  # not at all.
+  "$found" -E -S -s -B "$here/gym_runner.py"
   status=$?
   [ "$status" -eq "$too_old" ] || exit "$status"
   tried="$tried $python is too old;"
 done
 logs="${VERIFIER_LOGS_DIR:-/logs/verifier}"
 echo "verifier error: no Python 3.8 or newer found (tried python3, then python:$tried PATH=${PATH:-}); no reward written"
-rm -f -- "$logs/reward.json" "$logs/reward.txt"
+exec 3>&-
+PATH=$system_path rm -f -- "$logs/reward.json" "$logs/reward.txt"
 exit 127

@@ -23,3 +23,71 @@ def pyenv_python(version: str) -> Path:
     if not matches:
         pytest.fail(f"no pyenv build of Python {version} under {root}/versions (the machine provides 2.7 and 3.6-3.13)")
     return matches[-1]
+
+
+PRELOAD_SOURCE = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+  char comm[64] = "?", line[128];
+  int handle = open("/proc/self/comm", O_RDONLY);
+  if (handle >= 0) { ssize_t n = read(handle, comm, sizeof comm - 1); if (n > 0) comm[n - 1] = 0; close(handle); }
+  umask(0);
+  handle = open(MARK, O_WRONLY | O_APPEND | O_CREAT, 0666);
+  if (handle >= 0) { int n = snprintf(line, sizeof line, "%s %d\n", comm, (int)geteuid()); write(handle, line, n); close(handle); }
+}
+"""
+
+# Grading's own programs: none may ever load what a task's LD_PRELOAD names.
+GRADING_PROGRAMS = {"mkdir", "mv", "rm", "chown", "chmod", "head", "tail", "sha256sum", "id", "tar", "stat", "bwrap"}
+
+
+def preload_library(folder: Path, mark: str) -> Path:
+    """A shared library whose constructor appends "<program> <euid>" to ``mark`` wherever it loads:
+    the agent's LD_PRELOAD, built with the machine's gcc."""
+    return compile_c(folder, "mark.so", PRELOAD_SOURCE, "-shared", "-fPIC", f'-DMARK="{mark}"')
+
+
+def loaded_by(mark: Path) -> set:
+    """The programs that loaded the library, as ``(program, euid)`` pairs."""
+    if not mark.exists():
+        return set()
+    return {tuple(line.rsplit(" ", 1)) for line in mark.read_text().splitlines() if line}
+
+
+HOPPER_SOURCE = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+/* hopper RUNNER_PID ALIVE_FILE: leaves zombies while the runner lives (a slow /proc to scan), then
+   takes a new pid as fast as fork allows for a few seconds, then says it is alive, forever. */
+int main(int argc, char **argv) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%s", argv[1]);
+  if (fork() != 0) return 0;
+  setsid();
+  for (int i = 0; i < 2000 && access(path, F_OK) == 0; i++) if (fork() == 0) _exit(0);
+  while (access(path, F_OK) == 0) usleep(1000);
+  time_t end = time(NULL) + 6;
+  while (time(NULL) < end) { pid_t child = fork(); if (child > 0) _exit(0); }
+  for (;;) { FILE *alive = fopen(argv[2], "w"); if (alive) { fprintf(alive, "%d\n", getpid()); fclose(alive); } sleep(1); }
+}
+"""
+
+
+def compile_c(folder: Path, name: str, source: str, *options: str) -> Path:
+    """A program or library built from ``source`` with the machine's gcc (the attacks need C speed)."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.fail("this machine kind provides gcc, which these attacks need")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(source)
+    subprocess.run([compiler, *options, "-o", str(folder / name), str(folder / f"{name}.c")], check=True)
+    return folder / name

@@ -550,3 +550,105 @@ def test_the_runner_under_stock_harbor_writes_reward_json_alone(run_shim):
     # No channel set: the runner behaves exactly as Harbor expects, and prints no report anywhere.
     run = run_shim("def verify():\n    return 0.5\n")
     assert run.reward == {"reward": 0.5} and "nemo-gym-report" not in run.output
+
+
+# --- found by attacking it: variables that act on a program as it starts ---------------------------
+
+
+@pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
+def test_ld_preload_into_the_workspace_never_reaches_grading(tmp_path, kind):
+    from support import GRADING_PROGRAMS, loaded_by, preload_library
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    library = preload_library(workspace / "lib", f"{workspace}/loaded")
+    env = {"LD_PRELOAD": str(library)}
+    if kind == "verifier.py":
+        tests = {
+            "tests/verifier.py": "import subprocess\ndef verify():\n    subprocess.run(['true'])\n    return 0.5\n"
+        }
+    else:
+        tests = {"tests/test.sh": "/bin/true  # a program, not the builtin\necho 0.5 > /logs/verifier/reward.txt\n"}
+    table = "[verifier.env]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in env.items())
+    task_dir = task(tmp_path / "task", {**tests, "task.toml": table})
+    outcome = verify(task_dir, workspace, sandbox_env=env)
+    assert outcome.reward == 0.5 and not outcome.masked, outcome
+    programs = {program for program, _ in loaded_by(workspace / "loaded")}
+    assert "true" in programs, "the task's LD_PRELOAD must still reach what the verifier starts"
+    assert not programs & GRADING_PROGRAMS, programs
+    if kind == "verifier.py":
+        assert not programs & {"python3", "python", "bash", "timeout"}, programs
+
+
+def test_a_pythonpath_inside_the_workspace_never_reaches_verify(tmp_path):
+    workspace = task(tmp_path / "ws", {"src/speedups.py": "FORGED = True\n"})
+    source = """
+        try:
+            import speedups
+            forged = 1.0
+        except ImportError:
+            forged = 0.0
+        def verify():
+            return {"reward": 0.5, "forged": forged}
+    """
+    task_dir = task(
+        tmp_path / "task",
+        {"tests/verifier.py": source, "task.toml": f'[verifier.env]\nPYTHONPATH = "{workspace}/:{workspace}/src/"\n'},
+    )
+    outcome = verify(task_dir, workspace)
+    assert (outcome.reward, outcome.metrics) == (0.5, {"forged": 0.0}), outcome
+    assert "is inside the working directory: not added to sys.path" in outcome.stdout
+
+
+REWRITER = '''
+import subprocess, sys
+CODE = """
+import glob, os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+end = time.time() + 20
+while time.time() < end:
+    for path in glob.glob("/tests/.gym-out-*/report"):
+        try:
+            line = open(path).read()
+        except OSError:
+            continue
+        if " reward " in line:
+            prefix, _, _ = line.partition(" reward ")
+            open(path, "w").write(prefix + ' reward {"reward": 1}')
+            open("/logs/verifier/reward.json", "w").write('{"reward": 1}')
+            os._exit(0)
+    time.sleep(0.001)
+"""
+def verify():
+    subprocess.run([sys.executable, "-c", CODE])
+    return 0.0
+'''
+
+
+def test_a_rewritten_report_does_not_score(tmp_path):
+    # verify runs the agent's program; its daemon copies the runner's report line (key and all) with
+    # another score, and plants a matching reward.json.
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": REWRITER}), tmp_path)
+    assert outcome.reward == 0.0 and not outcome.masked, outcome
+
+
+def test_many_metrics_and_odd_keys_are_scored_exactly(tmp_path):
+    source = """
+        def verify():
+            result = {"reward": 1.0, "two  spaces": 2, "tab\\tkey": 3}
+            result.update((f"metric_{index:03d}", index) for index in range(200))
+            return result
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (1.0, None, False), outcome
+    assert outcome.metrics["two  spaces"] == 2.0 and outcome.metrics["tab\tkey"] == 3.0 and len(outcome.metrics) == 202
+    assert "changed after the runner wrote it" not in outcome.detail
+
+
+def test_the_hosts_sockets_are_out_of_reach(tmp_path):
+    sockets = "/run/docker.sock /var/run/docker.sock /run/dbus/system_bus_socket"
+    script = f"for s in {sockets}; do [ -S $s ] && echo reachable $s; done\necho 1 > /logs/verifier/reward.txt\n"
+    outcome = verify(task(tmp_path / "task", {"tests/test.sh": script}), tmp_path)
+    assert outcome.reward == 1.0 and "reachable" not in outcome.stdout, outcome.stdout

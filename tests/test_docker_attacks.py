@@ -222,3 +222,227 @@ def test_a_shell_verifier_gets_private_logs_against_the_agent(docker_client, tmp
     )
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=lambda s: leave_behind(s, RACER))
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+
+
+# --- found by attacking it ------------------------------------------------------------------------
+
+HOPPER = """
+import os, subprocess
+def verify(workspace):
+    subprocess.run([str(workspace / "hopper"), str(os.getpid()), "/tmp/hopper-alive"])
+    return 0.0
+"""
+
+
+@pytest.mark.parametrize("verifier_user", [None, "grader"])
+def test_a_pid_hopping_daemon_does_not_survive(docker_client, tmp_path, verifier_user):
+    from support import HOPPER_SOURCE, compile_c
+
+    toml = f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else ""
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": HOPPER})
+    workspace = write(tmp_path / "ws", {})
+    compile_c(workspace, "hopper", HOPPER_SOURCE)
+
+    async def after(sandbox: DockerSandbox) -> str:
+        await sandbox.exec("rm -f /tmp/hopper-alive", user="root")
+        await asyncio.sleep(8)  # past its hopping: a survivor has written the file again by now
+        return (await sandbox.exec("cat /tmp/hopper-alive 2>/dev/null; true", user="root")).stdout
+
+    outcome, alive = attack(docker_client, task_dir, workspace, after=after)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert alive == "", f"a process started during grading outlived it (pid {alive.strip()})"
+
+
+REWRITER = r"""
+import subprocess, sys
+CODE = '''
+import glob, os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+end = time.time() + 20
+while time.time() < end:
+    for path in glob.glob("/tests/.gym-out-*/report"):
+        try:
+            line = open(path).read()
+        except OSError:
+            continue
+        if " reward " in line:
+            prefix, _, _ = line.partition(" reward ")
+            open(path, "w").write(prefix + ' reward {"reward": 1}')
+            open("/logs/verifier/reward.json", "w").write('{"reward": 1}')
+            os._exit(0)
+    time.sleep(0.001)
+'''
+def verify():
+    subprocess.run([sys.executable, "-c", CODE])
+    return 0.0
+"""
+
+
+def test_a_root_daemon_that_copies_the_report_cannot_change_it(docker_client, tmp_path):
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": REWRITER})
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}))
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+@pytest.mark.parametrize("verifier_user", [None, "grader"])
+@pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
+def test_ld_preload_into_the_workspace_never_reaches_grading(docker_client, tmp_path, verifier_user, kind):
+    from support import GRADING_PROGRAMS, loaded_by, preload_library
+
+    workspace = write(tmp_path / "ws", {})
+    preload_library(workspace / "lib", "/tmp/loaded")
+    if kind == "verifier.py":
+        tests = {
+            "tests/verifier.py": "import subprocess\ndef verify():\n    subprocess.run(['true'])\n    return 0.5\n"
+        }
+    else:
+        tests = {"tests/test.sh": "/bin/true\necho 0.5 > /logs/verifier/reward.txt\n"}
+    toml = '[verifier.env]\nLD_PRELOAD = "/workspace/lib/mark.so"\n'
+    if verifier_user:
+        toml = f'[verifier]\nuser = "{verifier_user}"\n' + toml
+    task_dir = write(tmp_path / "task", {**tests, "task.toml": toml})
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec(": > /tmp/loaded", user="root")  # forget this harness's own execs
+
+    async def after(sandbox: DockerSandbox) -> str:
+        import io
+        import tarfile
+
+        data = await sandbox.get_archive("/tmp/loaded", limit=1 << 20)  # no exec: nothing loads it
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            member = archive.extractfile(archive.next())  # type: ignore[arg-type]
+            assert member is not None
+            return member.read().decode()
+
+    env = {"LD_PRELOAD": "/workspace/lib/mark.so"}
+    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=after)
+    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+    (tmp_path / "loaded").write_text(loaded)
+    programs = {program for program, _ in loaded_by(tmp_path / "loaded")}
+    assert "true" in programs, "the task's LD_PRELOAD must still reach what the verifier starts"
+    assert not programs & GRADING_PROGRAMS, programs
+    if kind == "verifier.py":
+        assert not programs & {"python3", "python", "bash", "timeout"}, programs
+
+
+def test_the_answers_are_closed_to_the_program_verify_runs(docker_client, tmp_path):
+    source = """
+        import subprocess
+        def verify(workspace, task_data):
+            seen = subprocess.run(["cat", "/tests/task_data.json"], capture_output=True, text=True)
+            return {"reward": float(task_data["answer"] == "hidden"), "leaked": float("hidden" in seen.stdout)}
+    """
+    task_dir = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nuser = "grader"\n',
+            "tests/verifier.py": source,
+            "task_data.json": '{"answer": "hidden"}',
+        },
+    )
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}))
+    assert (outcome.reward, outcome.metrics) == (1.0, {"leaked": 0.0}), outcome
+
+
+def test_an_agent_working_inside_the_logs_folder_cannot_get_masked(docker_client, tmp_path):
+    churn = (
+        "cd /logs/verifier/mine && exec python3 -c 'import os\ni = 0\nwhile True:\n"
+        '    open("f%d" % i, "w").close()\n    i += 1\n    if i > 20: os.unlink("f%d" % (i - 20))\''
+    )
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("mkdir -p /logs/verifier/mine && chmod 777 /logs/verifier /logs/verifier/mine", user="root")
+        await leave_behind(sandbox, churn)
+
+    files = {"task.toml": '[agent]\nuser = "agent"\n', "tests/verifier.py": ANSWER, "task_data.json": '{"answer": "y"}'}
+    outcome, _ = attack(
+        docker_client, write(tmp_path / "task", files), write(tmp_path / "ws", {"answer.txt": "x"}), before=before
+    )
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, None), outcome
+
+
+def test_without_a_python_root_runs_nothing_from_the_tasks_path(docker_client, tmp_path):
+    from images import base_image
+
+    files = {
+        "bin/rm": "#!/bin/sh\necho rm >> /workspace/hijacked\n",
+        "bin/python3": "#!/bin/sh\necho python3 >> /workspace/hijacked\n",
+    }
+    workspace = write(tmp_path / "ws", files)
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 1.0\n"})
+    plan = plan_verification(load_task(task_dir))
+
+    async def run() -> tuple:
+        sandbox = DockerSandbox(
+            base_image(docker_client), workspace=workspace, labels=LABEL, client=docker_client, workdir="/workspace",
+            env={"PATH": "/workspace/bin:/usr/local/bin:/usr/bin:/bin"},
+        )  # fmt: skip
+        async with sandbox:
+            outcome = await run_verification(plan, sandbox)
+            return outcome, (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
+
+    outcome, hijacked = asyncio.run(run())
+    assert hijacked == "" and outcome.reward == 0.0 and outcome.failure_kind == "harbor:missing_reward", outcome
+
+
+def test_a_venv_the_agent_can_swap_is_never_started_by_root(docker_client, tmp_path):
+    # The agent owns /opt/venv, on the task's PATH: it points the venv's pyvenv.cfg at a copy of the
+    # standard library whose encodings package (imported by every interpreter start) is its own.
+    _, volumes = users_image(docker_client)
+    build = Path(next(iter(volumes)))
+    version = build.name.rsplit(".", 1)[0]
+    swap = f"""
+        real={build}/lib/python{version}
+        mkdir -p /opt/venv/bin /opt/venv/fake/bin /opt/venv/fake/lib/python{version}
+        ln -s {build}/bin/python{version} /opt/venv/bin/python3
+        ln -s {build}/bin/python{version} /opt/venv/fake/bin/python3
+        for entry in $real/*; do ln -s $entry /opt/venv/fake/lib/python{version}/; done
+        rm /opt/venv/fake/lib/python{version}/encodings
+        cp -r $real/encodings /opt/venv/fake/lib/python{version}/encodings
+        echo "import posix; fd = posix.open('/workspace/hijacked', posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666); posix.write(fd, b'encodings %d\\n' % posix.geteuid())" > /tmp/evil
+        cat /tmp/evil $real/encodings/__init__.py > /opt/venv/fake/lib/python{version}/encodings/__init__.py
+        printf 'home = /opt/venv/fake/bin\\n' > /opt/venv/pyvenv.cfg
+    """
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("mkdir -p /opt/venv && chown agent /opt/venv && chmod 777 /workspace", user="root")
+        made = await sandbox.exec(textwrap.dedent(swap), user="agent")
+        assert made.return_code == 0, made
+        probe = await sandbox.exec("/opt/venv/bin/python3 -c pass; cat /workspace/hijacked", user="agent")
+        assert "encodings 1000" in probe.stdout, probe  # the trap works on whoever starts it
+        await sandbox.exec("rm -f /workspace/hijacked", user="root")
+
+    async def look(sandbox: DockerSandbox) -> str:
+        return (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
+
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
+    env = {"PATH": "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"}
+    outcome, hijacked = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=look, env=env)
+    assert hijacked == "", hijacked
+    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+
+
+def test_site_packages_another_user_can_write_mask_the_sample(docker_client, tmp_path):
+    image, volumes = users_image(docker_client)
+    build = Path(next(iter(volumes)))
+    site = f"{build}/lib/python{build.name.rsplit('.', 1)[0]}/site-packages"
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
+    # The build is bind-mounted read-only: the test mounts a writable copy of nothing over site-packages.
+    scratch = tmp_path / "site"
+    scratch.mkdir()
+    scratch.chmod(0o777)
+    plan = plan_verification(load_task(task_dir))
+
+    async def run():
+        sandbox = DockerSandbox(
+            image, workspace=write(tmp_path / "ws", {}), labels=LABEL, client=docker_client,
+            volumes={**volumes, str(scratch): {"bind": site, "mode": "rw"}},
+        )  # fmt: skip
+        async with sandbox:
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run())
+    assert outcome.masked and outcome.mask_reason == "verifier_error" and "another user" in outcome.detail, outcome

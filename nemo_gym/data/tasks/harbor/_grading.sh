@@ -39,7 +39,7 @@ is_root=0
 [ "$EUID" = 0 ] && is_root=1
 
 prepare() {
-  local parent=${LOGS%/*} entry name input keep doomed=()
+  local parent=${LOGS%/*} entry name input keep doomed=() inputs
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
   # be swapped for a symlink between the checks below and their use.
   if [ -n "$parent" ]; then
@@ -66,7 +66,15 @@ prepare() {
     done
     [ "$keep" = 1 ] || doomed+=("$entry")
   done
-  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" || fail 92 "cannot empty $TESTS and $LOGS"
+  if [ "${#doomed[@]}" != 0 ] && ! rm -rf -- "${doomed[@]}" 2>/dev/null; then
+    # Something still writes in there (a process whose working directory is inside): set what is
+    # left aside, out of everyone's reach, rather than fail (a failure would mask the sample).
+    for entry in "${doomed[@]}"; do
+      [ -e "$entry" ] || [ -L "$entry" ] || continue
+      name=${entry%/*}/.gym-trash-$STAGE
+      mkdir -p -m 0700 -- "$name" && mv -- "$entry" "$name"/ || fail 92 "cannot empty ${entry%/*}"
+    done
+  fi
   if [ -n "$ARCHIVE" ]; then
     tar -xf "$ARCHIVE" -C "${TESTS%/*}/" --no-same-owner || fail 92 "cannot unpack the staged files"
     rm -f -- "$ARCHIVE"
@@ -74,7 +82,9 @@ prepare() {
   local stage=$TESTS/$STAGE
   [ -d "$stage" ] && [ ! -L "$stage" ] && [ -f "$stage/test.sh" ] || fail 92 "the staged files did not arrive in $stage"
   mkdir -- "$OUT" || fail 92 "cannot create $OUT"
-  if [ -f "$stage/.gym-nonce" ]; then mv -- "$stage/.gym-nonce" "$OUT/nonce" || fail 92 "cannot move the nonce"; fi
+  for name in key deferred; do  # the run's own secrets: only the admin may ever read them
+    if [ -f "$stage/.gym-$name" ]; then mv -- "$stage/.gym-$name" "$OUT/$name" || fail 92 "cannot move the run's $name"; fi
+  done
   mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
   chmod 0755 -- "$TESTS/test.sh"
   case "$HANDOVER" in
@@ -84,7 +94,11 @@ prepare() {
         *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
         *) group=0 ;;
       esac
-      chown -R "0:$group" -- "$TESTS" && chown 0:0 -- "$OUT" && chmod -R u=rwX,g=rX,o= -- "$TESTS" && chmod 0700 -- "$OUT" \
+      # The runner's own inputs stay the admin's: it reads them before it switches users.
+      inputs=()
+      for name in verifier.py task_data.json response.json; do [ -f "$TESTS/$name" ] && inputs+=("$TESTS/$name"); done
+      chown -R "0:$group" -- "$TESTS" && chown 0:0 -- "$OUT" "${inputs[@]}" \
+        && chmod -R u=rwX,g=rX,o= -- "$TESTS" && chmod 0700 -- "$OUT" && chmod 0600 -- "${inputs[@]}" \
         || fail 92 "cannot hand $TESTS to $RUN_AS"
       ;;
     own)  # a task's own test.sh run as another user: Harbor's semantics, the folders are that user's
@@ -97,52 +111,58 @@ prepare() {
 }
 
 run() {
-  local up
+  local up held=() entry launcher=()
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" || fail 92 "cannot create $LOGS/test-stdout.txt"
+  # The variables this exec set empty (grading's own programs must not load what they name) reach
+  # the verifier with their own values: test.sh's environment holds them, or, for the shim, the
+  # runner sets them once it has switched users and sealed itself.
+  unset -v "${BLANKED[@]}"
   if [ "$KIND" = python ]; then
     exec 3>"$OUT/report" || fail 92 "cannot create the report file"
-    export NEMO_GYM_REPORT_FD=3 NEMO_GYM_NONCE_FILE="$OUT/nonce"
+    export NEMO_GYM_REPORT_FD=3 NEMO_GYM_KEY_FILE="$OUT/key"
+    [ -f "$OUT/deferred" ] && export NEMO_GYM_DEFERRED_ENV="$OUT/deferred"
     if [ "$HANDOVER" = read ]; then
       export NEMO_GYM_RUN_AS="$RUN_AS"
       chown -- "$RUN_AS" "$LOGS" || fail 92 "cannot hand $LOGS to $RUN_AS"
     fi
+  elif [ -f "$OUT/deferred" ]; then
+    while IFS= read -r -d '' entry || [ -n "$entry" ]; do held+=("$entry"); done < "$OUT/deferred"
+    [ "${#held[@]}" = 0 ] || launcher=("$(command -v env)" "${held[@]}")
   fi
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" >&4 2>&4 4>&- 5>&-
+  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" >&4 2>&4 4>&- 5>&-
   status=$?
   umask 077
   IFS=' ' read -r up _ < /proc/uptime
   elapsed=$(( ${up/./} - run_started ))
   exec 3>&- 4>&-
-  unset -v NEMO_GYM_REPORT_FD NEMO_GYM_NONCE_FILE NEMO_GYM_RUN_AS
+  unset -v NEMO_GYM_REPORT_FD NEMO_GYM_KEY_FILE NEMO_GYM_DEFERRED_ENV NEMO_GYM_RUN_AS
 }
 
 kill_strays() {
   # Every process started since this exec began dies before the result is read: a daemon that
-  # verify's subprocess left behind (setsid, double fork) must not rewrite anything afterwards.
-  # Not this shell, its ancestors (a local sandbox's namespace init) or PID 1.
-  local keep=" 1 " pid=$$ dir line found round
-  while [ -n "$pid" ] && [ "$pid" != 0 ]; do
+  # verify's subprocess left behind (setsid, double fork, a new pid every millisecond) must not
+  # rewrite anything afterwards. `kill -STOP -1` stops every process but PID 1 and this shell in one
+  # pass of the kernel's process list (nothing forks past it), so one scan finds them all; the
+  # others (the agent's own, which shared mode keeps running) go on after `kill -CONT -1`.
+  local keep=" 1 $$ " pid=$$ dir line
+  while [ -n "$pid" ] && [ "$pid" != 0 ]; do  # and this shell's ancestors (a local sandbox's init)
     keep="$keep$pid "
     IFS= read -r line < "/proc/$pid/stat" 2>/dev/null || break
     set -- ${line##*) }
     pid=$2
   done
-  for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-    found=0
-    for dir in /proc/[0-9]*; do
-      pid=${dir#/proc/}
-      case "$keep" in *" $pid "*) continue ;; esac
-      IFS= read -r line < "$dir/stat" 2>/dev/null || continue
-      set -- ${line##*) }
-      case "$1" in Z | X) continue ;; esac
-      [ "${20}" -ge "$started" ] 2>/dev/null || continue
-      kill -KILL "$pid" 2>/dev/null && found=1
-    done
-    [ "$found" = 0 ] && break
+  kill -STOP -1 2>/dev/null
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    case "$keep" in *" $pid "*) continue ;; esac
+    IFS= read -r line < "$dir/stat" 2>/dev/null || continue
+    set -- ${line##*) }
+    [ "${20}" -ge "$started" ] 2>/dev/null && kill -KILL "$pid" 2>/dev/null
   done
+  kill -CONT -1 2>/dev/null
 }
 
 finish() {
@@ -168,14 +188,14 @@ finish() {
   if [ -f "$OUT/report" ]; then
     IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"
   fi
-  rm -f -- "$OUT/nonce" "$OUT/report"
+  rm -f -- "$OUT/key" "$OUT/deferred" "$OUT/report"
   [ -n "$report" ] && printf '%s' "$report" > "$OUT/report"
   printf 'status %s\nelapsed_cs %s\nkinds %s\n' "${status-}" "${elapsed-}" "$kinds" > "$OUT/meta"
   sha256sum -- "$OUT"/* > "$OUT/.sums" || fail 92 "cannot checksum the results"
-  for entry in "$TESTS"/*; do
+  for entry in "$TESTS"/* "$LOGS"/.gym-trash-*; do
     [ "$entry" = "$OUT" ] || doomed+=("$entry")
   done
-  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}"
+  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
   if [ -n "$OUT_TAR" ]; then
     tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
   fi

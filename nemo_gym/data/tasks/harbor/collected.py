@@ -22,7 +22,7 @@ CAPS: Mapping[str, int] = {
     "reward.json": (1 << 20) + 1,
     "reward.txt": (1 << 20) + 1,
     "test-stdout.txt": 1 << 20,
-    "report": 1 << 16,
+    "report": (1 << 20) + 8192,
     META: 4096,
     SUMS: 4096,
 }

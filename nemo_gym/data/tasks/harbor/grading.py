@@ -1,7 +1,7 @@
 """The in-sandbox steps of one verification, as bash commands: ``_grading.sh`` and its settings.
 
-Pure: the host decides every value (no secret is among them: the nonce travels in the staged files,
-never on a command line or in an environment another process could read) and ``_grading.sh`` does
+Pure: the host decides every value (no secret is among them: the run's key travels in the staged
+files, never on a command line or in an environment another process could read) and ``_grading.sh`` does
 the rest with bash builtins and coreutils, started as ``bash -p`` (``clean_shell``).
 """
 
@@ -18,6 +18,25 @@ NO_VERIFIER_TOOL = 90  # timeout (or bash): the seed's verifier_error
 NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archive calls: provider_unavailable
 STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
 UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
+
+# Variables that act on a program as it starts (the dynamic loader's, glibc's, tar's). A task may
+# set them, and may point them into the agent's files; no program grading runs as the admin may see
+# them. The admin's exec sets them empty, and the verifier gets its own values back: in test.sh's
+# environment, or, for the shim, from the runner once it has switched users and sealed itself.
+DEFERRED_NAMES = frozenset(
+    (
+        "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE",
+        "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TAR_OPTIONS", "TZDIR",
+    )
+)  # fmt: skip
+# Set empty even when nobody said they were set: a sandbox need not report its environment.
+ALWAYS_BLANKED = ("LD_AUDIT", "LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def deferred(name: str) -> bool:
+    """Whether ``name`` is held back from grading's own programs (``DEFERRED_NAMES``, ``LD_*``)."""
+    return name.startswith("LD_") or name in DEFERRED_NAMES
+
 
 # How the prepared folders go to the verifier's user when that is not the admin: "read" for a
 # Python verifier (the runner starts as the admin and switches itself, /tests stays the admin's),
@@ -49,6 +68,7 @@ class GradingSteps:
     handover: str = ""
     run_as: str = ""
     kill_strays: bool = True
+    blanked: Tuple[str, ...] = ()  # the variables the exec sets empty (``deferred``)
     archive: str = ""  # the uploaded tar, for a sandbox without archive calls
     out_tar: str = ""  # the results as one tar to download, likewise
 
@@ -75,4 +95,5 @@ def grading_command(steps: GradingSteps) -> str:
     }
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
     lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")
+    lines.append("BLANKED=(" + " ".join(shlex.quote(name) for name in steps.blanked) + ")")
     return "\n".join(lines) + "\n" + _script()

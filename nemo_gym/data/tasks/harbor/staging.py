@@ -241,23 +241,20 @@ def stage_archive(files: Iterable[ShimFile], *, compresslevel: int = 6) -> bytes
     return _gzip_member(_tar_blocks(files) + _END_OF_ARCHIVE, compresslevel)
 
 
-# The run's nonce, beside the staged files; grading moves it where only the admin can read it.
-NONCE_MEMBER = ".gym-nonce"
-
-
-def run_archive(files: Iterable[ShimFile], *, top: str, stage: str, nonce: Optional[str] = None) -> bytes:
+def run_archive(
+    files: Iterable[ShimFile], *, top: str, stage: str, private: Optional[Mapping[str, bytes]] = None
+) -> bytes:
     """The one upload of a verification run: an uncompressed tar, unpacked into the parent of the
     sandbox's tests folder, of ``top/`` (that folder, mode 0700 and root's as it lands, so the
-    agent cannot read or add to what follows), ``top/stage/`` holding ``files``, and, for a Python
-    verifier, the run's ``nonce``. The engine unpacks it (no ``tar`` or ``gzip`` inside the
-    sandbox); grading then moves the stage's files into place.
+    agent cannot read or add to what follows), ``top/stage/`` holding ``files``, and the run's
+    ``private`` files (its key, its held-back variables) as ``.gym-<name>``, readable by root alone.
+    The engine unpacks it (no ``tar`` or ``gzip`` inside the sandbox); grading then moves the stage's
+    files into place and the private ones where only the admin can reach them.
     """
+    secret = {f".gym-{name}": data for name, data in (private or {}).items()}
     members = [
-        ShimFile(f"{top}/{stage}/{file.name}", file.data, file.mode)
-        for file in files
-        if nonce is None or file.name != NONCE_MEMBER
+        ShimFile(f"{top}/{stage}/{file.name}", file.data, file.mode) for file in files if file.name not in secret
     ]
-    if nonce is not None:
-        members.append(ShimFile(f"{top}/{stage}/{NONCE_MEMBER}", nonce.encode("ascii"), 0o400))
-    private = {top: 0o700, f"{top}/{stage}": 0o700}
-    return _tar_blocks(members, folder_modes=private) + _END_OF_ARCHIVE
+    members += [ShimFile(f"{top}/{stage}/{name}", data, 0o400) for name, data in secret.items()]
+    folders = {top: 0o700, f"{top}/{stage}": 0o700}
+    return _tar_blocks(members, folder_modes=folders) + _END_OF_ARCHIVE

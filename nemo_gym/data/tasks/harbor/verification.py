@@ -2,7 +2,7 @@
 
 ``plan_verification`` decides everything from the task folder (pure apart from reading it);
 ``run_verification`` carries the plan out in a constant number of round trips, whatever the
-task's file count: one upload (the staged files and the run's nonce), one exec as the sandbox's
+task's file count: one upload (the staged files and the run's key), one exec as the sandbox's
 admin (two when a task's own test.sh runs as another user), one download of the results. The
 in-sandbox steps are ``grading``'s; the results are read by ``collected`` and scored by
 ``rewards`` (a task's own test.sh) or ``reports`` (the shim: the runner's private report wins
@@ -24,16 +24,18 @@ from nemo_gym.data.tasks.harbor.collected import Collected, CollectError, read_c
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
 from nemo_gym.data.tasks.harbor.grading import (
+    ALWAYS_BLANKED,
     HANDOVER_OWN,
     HANDOVER_READ,
     NO_PROVIDER_TOOL,
     NO_VERIFIER_TOOL,
     UNKNOWN_USER,
     GradingSteps,
+    deferred,
     grading_command,
 )
 from nemo_gym.data.tasks.harbor.redaction import redact
-from nemo_gym.data.tasks.harbor.reports import find_reports, judge_report
+from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
 from nemo_gym.data.tasks.harbor.rewards import UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
@@ -66,7 +68,7 @@ HOUSEKEEPING_TIMEOUT_SEC = 120
 STDOUT_TAIL_BYTES = 64 * 1024
 REDACTION_MARGIN_BYTES = 16 * 1024
 MAX_REWARD_BYTES = 1 << 20
-MAX_REPORT_CHARS = 16 * 1024
+MAX_REPORT_CHARS = MAX_REWARD_BYTES + 4096  # one line: reward.json's text and its HMAC
 # All the results of one run: two reward files, the report, the tail and some bookkeeping.
 MAX_RESULTS_BYTES = 4 << 20
 # Process-wide counts of masked samples (by reason) and of results something tampered with.
@@ -291,7 +293,8 @@ def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
 async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[User]) -> VerificationOutcome:
     run_id = secrets.token_hex(8)
     python = plan.kind == PYTHON
-    nonce = secrets.token_hex(16) if python else None
+    key = secrets.token_bytes(32) if python else None
+    env, held, blanked = _grading_env(plan, sandbox)
     tests = sandbox.tests_dir.rstrip("/")
     parent, top = tests.rsplit("/", 1)
     by_admin = python or _is_admin(verifier, sandbox)
@@ -315,13 +318,14 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         handover=handover,
         run_as="" if not handover else str(verifier),
         kill_strays=bool(sandbox_option(sandbox, "private_pids", False)),
+        blanked=blanked,
         archive=upload,
         out_tar="" if archives else f"{out_dir}.tar",
     )
-    env = dict(plan.env)
-    if sandbox.logs_dir != "/logs/verifier":
-        env["VERIFIER_LOGS_DIR"] = sandbox.logs_dir
-    data = run_archive(plan.files, top=top, stage=steps.stage, nonce=nonce)
+    private = {"deferred": b"\0".join(f"{name}={value}".encode() for name, value in held.items())}
+    if key is not None:
+        private["key"] = key.hex().encode("ascii")
+    data = run_archive(plan.files, top=top, stage=steps.stage, private=private)
     run_limit = plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
     with tempfile.TemporaryDirectory(prefix="nemo-gym-verification-") as scratch:
         try:
@@ -377,10 +381,28 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
             collected = read_collected(results)
         except Exception as error:  # damaged, lost or oversized results: never scored
             return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
-    return _outcome(plan, collected, nonce)
+    return _outcome(plan, collected, key)
 
 
-def _outcome(plan: VerificationPlan, collected: Collected, nonce: Optional[str]) -> VerificationOutcome:
+def _grading_env(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[Dict[str, str], Dict[str, str], Tuple[str, ...]]:
+    """The grading exec's environment, the variables held back from it, and those it sets empty.
+
+    The exec carries the verifier's env, except what ``grading.deferred`` names: those are set
+    empty (over whatever the sandbox's own environment holds, when it reports one) and travel in
+    the staged files instead, for test.sh or the runner to restore.
+    """
+    inherited: Mapping[str, str] = sandbox_option(sandbox, "environment", None) or {}
+    env = dict(plan.env)
+    if sandbox.logs_dir != "/logs/verifier":
+        env["VERIFIER_LOGS_DIR"] = sandbox.logs_dir
+    held = {name: value for name, value in {**inherited, **env}.items() if deferred(name)}
+    blanked = tuple(sorted(set(ALWAYS_BLANKED) | set(held)))
+    exec_env = {name: value for name, value in env.items() if not deferred(name)}
+    exec_env.update(dict.fromkeys(blanked, ""))
+    return exec_env, held, blanked
+
+
+def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes]) -> VerificationOutcome:
     """Scores what came back: a task's own test.sh by its reward files, as Harbor does; the shim by
     the runner's report (``reports``)."""
     elapsed = collected.elapsed_sec or 0.0
@@ -392,10 +414,12 @@ def _outcome(plan: VerificationPlan, collected: Collected, nonce: Optional[str])
     cut = len(raw_stdout) >= STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES
     # Redacted before it is trimmed to its tail, so that no trimming can split a secret.
     stdout = plan.redact(raw_stdout.decode(errors="replace"), cut=cut)[-STDOUT_TAIL_BYTES:]
-    if nonce is None:
+    if key is None:
         reward = reward_from_files(files, timed_out=timed_out)
     else:
-        reports = find_reports(collected.files.get("report", b"").decode(errors="replace"), nonce)
+        reports = find_reports(collected.files.get("report", b""), key)
+        if len(reports) == 1 and reports[0].kind == REFUSED:  # the task's verifier environment is unsafe
+            return masked("verifier_error", f"the verifier refused to grade: {reports[0].text}", stdout)
         reward, note = judge_report(reports, files, timed_out=timed_out)
         if note is not None:
             LOGGER.warning("a verifier's result was tampered with: %s", note)

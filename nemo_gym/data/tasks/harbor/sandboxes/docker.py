@@ -78,6 +78,7 @@ class DockerSandbox:
         self._client = client
         self._container: Any = None
         self.default_user: Optional[User] = None  # the image's USER, once the container runs
+        self.environment: Dict[str, str] = {}  # what every exec inherits, once the container runs
 
     async def __aenter__(self) -> DockerSandbox:
         await self.start()
@@ -94,6 +95,7 @@ class DockerSandbox:
                 self._client.containers.run,
                 self.image,
                 entrypoint=["sleep", "infinity"],
+                init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
                 detach=True,
                 environment=self._env,
                 volumes=self._volumes,
@@ -102,7 +104,9 @@ class DockerSandbox:
             )
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
-        configured = ((getattr(self._container, "attrs", None) or {}).get("Config") or {}).get("User") or ""
+        config = (getattr(self._container, "attrs", None) or {}).get("Config") or {}
+        self.environment = dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry)
+        configured = config.get("User") or ""
         self.default_user = configured if configured not in ("", "root", "0", "0:0", "root:root") else None
         made = await self._exec_argv(
             ["mkdir", "-p", self.workdir], cwd="/", env=None, timeout_s=60, user=self.admin_user

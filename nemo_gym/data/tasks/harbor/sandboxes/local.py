@@ -41,8 +41,9 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
-# Empty and writable, as in a fresh container.
-_TMPFS = ("/var/tmp", "/dev/shm")
+# Empty and writable, as in a fresh container. /run hides the host's sockets (the Docker engine's, the
+# system bus): a read-only bind does not stop a connect().
+_TMPFS = ("/var/tmp", "/dev/shm", "/run", "/var/run")
 # Writable where a test.sh expects to write (pip's and apt's caches, a user's dotfiles), with the
 # host's entries bound back read-only: files can be added, the host's cannot change.
 _LAYERED = ("/root", "/usr/local")
@@ -126,6 +127,10 @@ def _host_binds() -> List[str]:
     return arguments
 
 
+def _real_folder(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
 def _layered(folder: str) -> List[str]:
     """A tmpfs over ``folder`` with the host's entries bound back read-only."""
     if folder in ("", "/") or not os.path.isdir(folder) or os.path.islink(folder):
@@ -160,6 +165,7 @@ class LocalSandbox:
         for folder in ("tests", "logs/verifier", "tmp"):
             (self._root / folder).mkdir(parents=True)
         self._env = dict(env or {})
+        self.environment: Dict[str, str] = {**base_env(), **self._env}  # what every command inherits
         self.admin_user: Optional[User] = _caller()[0]  # its folders are the caller's own
         self.default_user: Optional[User] = None
         self.private_pids = self.isolated  # each command's own PID namespace
@@ -193,7 +199,9 @@ class LocalSandbox:
             return Path(path)
         raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace")
 
-    def _command(self, command: str, cwd: str, user: Optional[User], clean_shell: bool) -> List[str]:
+    def _command(
+        self, command: str, cwd: str, user: Optional[User], clean_shell: bool, env: Mapping[str, str]
+    ) -> List[str]:
         bash = host_tool("bash")
         argv = [bash, "-p", "-c", command] if clean_shell else [bash, "-c", command]
         if user is not None:
@@ -213,7 +221,7 @@ class LocalSandbox:
             *layered,
             "--dev", "/dev",
             "--proc", "/proc",
-            *[argument for folder in _TMPFS for argument in ("--tmpfs", folder)],
+            *[argument for folder in _TMPFS if _real_folder(folder) for argument in ("--tmpfs", folder)],
             "--bind", str(self._root / "tmp"), "/tmp",
             "--bind", str(self._root / "tests"), "/tests",
             "--bind", str(self._root / "logs"), "/logs",
@@ -222,6 +230,10 @@ class LocalSandbox:
             "--die-with-parent",
             *capabilities,
             "--chdir", cwd,
+            # The command's environment is set inside: bwrap itself runs on the host, and must never
+            # load what a task's LD_PRELOAD names.
+            "--clearenv",
+            *[argument for name, value in env.items() for argument in ("--setenv", name, value)],
             "--",
             *argv,
         ]  # fmt: skip
@@ -252,14 +264,14 @@ class LocalSandbox:
         if isinstance(user, str) and ":" in user:
             raise SandboxError(f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only")
         directory = cwd or self.workdir
-        environment: Dict[str, str] = {**base_env(), **self._env, **(env or {})}
+        environment: Dict[str, str] = {**self.environment, **(env or {})}
         if not self.isolated:
             environment["TMPDIR"] = self.tmp_dir
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._command(command, directory, user, clean_shell),
+                *self._command(command, directory, user, clean_shell, environment),
                 cwd=directory if not self.isolated else None,
-                env=environment,
+                env=environment if not self.isolated else {"PATH": os.environ.get("PATH", os.defpath)},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
