@@ -207,13 +207,13 @@ def test_code_verify_runs_cannot_forge_the_report(tmp_path):
     assert f"mem:{runner}" in probe["denied"] and f"report:{runner}" not in probe["opened"], probe
 
 
-def test_the_runner_is_sealed_and_its_nonce_gone_before_verify_runs(tmp_path):
+def test_the_runs_key_is_gone_before_verify_runs(tmp_path):
     source = """
         import glob, os
         def verify():
             gone = not [key for key in os.environ if key.startswith("NEMO_GYM_")]
-            nonce_files = glob.glob("/tests/**/*nonce*", recursive=True)
-            return {"reward": 1, "gone": float(gone), "no_nonce_file": float(not nonce_files)}
+            secrets = glob.glob("/tests/.gym-out-*/key") + glob.glob("/tests/.gym-out-*/deferred")
+            return {"reward": 1, "gone": float(gone), "no_nonce_file": float(not secrets)}
     """
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert outcome.reward == 1.0 and outcome.metrics == {"gone": 1.0, "no_nonce_file": 1.0}, outcome

@@ -337,10 +337,17 @@ class LocalSandbox:
             raise SandboxError(f"upload into {folder} failed: {error}") from error
 
     async def get_archive(self, path: str, *, limit: int) -> bytes:
-        """A tar of ``path``: a folder and its regular files and folders (links as links)."""
+        """A tar of ``path``: a folder and what it holds (links as links), refused before anything is
+        read when its files add up to more than ``limit`` bytes."""
         source = self.host_path(path)
-        buffer = io.BytesIO()
         try:
+            total = 0
+            for folder, _, names in os.walk(source):
+                for name in names:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                    if total > limit:
+                        raise SandboxError(f"{path} is larger than {limit} bytes")
+            buffer = io.BytesIO()
             with tarfile.open(fileobj=buffer, mode="w") as archive:
                 archive.add(str(source), arcname=source.name, recursive=True)
         except OSError as error:
