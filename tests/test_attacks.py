@@ -600,36 +600,11 @@ def test_a_pythonpath_inside_the_workspace_never_reaches_verify(tmp_path):
     assert "is inside the working directory: not added to sys.path" in outcome.stdout
 
 
-REWRITER = '''
-import subprocess, sys
-CODE = """
-import glob, os, time
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-end = time.time() + 20
-while time.time() < end:
-    for path in glob.glob("/tests/.gym-out-*/report"):
-        try:
-            line = open(path).read()
-        except OSError:
-            continue
-        if " reward " in line:
-            prefix, _, _ = line.partition(" reward ")
-            open(path, "w").write(prefix + ' reward {"reward": 1}')
-            open("/logs/verifier/reward.json", "w").write('{"reward": 1}')
-            os._exit(0)
-    time.sleep(0.001)
-"""
-def verify():
-    subprocess.run([sys.executable, "-c", CODE])
-    return 0.0
-'''
-
-
 def test_a_rewritten_report_does_not_score(tmp_path):
     # verify runs the agent's program; its daemon copies the runner's report line (key and all) with
     # another score, and plants a matching reward.json.
+    from support import REWRITER
+
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": REWRITER}), tmp_path)
     assert outcome.reward == 0.0 and not outcome.masked, outcome
 

@@ -253,34 +253,9 @@ def test_a_pid_hopping_daemon_does_not_survive(docker_client, tmp_path, verifier
     assert alive == "", f"a process started during grading outlived it (pid {alive.strip()})"
 
 
-REWRITER = r"""
-import subprocess, sys
-CODE = '''
-import glob, os, time
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-end = time.time() + 20
-while time.time() < end:
-    for path in glob.glob("/tests/.gym-out-*/report"):
-        try:
-            line = open(path).read()
-        except OSError:
-            continue
-        if " reward " in line:
-            prefix, _, _ = line.partition(" reward ")
-            open(path, "w").write(prefix + ' reward {"reward": 1}')
-            open("/logs/verifier/reward.json", "w").write('{"reward": 1}')
-            os._exit(0)
-    time.sleep(0.001)
-'''
-def verify():
-    subprocess.run([sys.executable, "-c", CODE])
-    return 0.0
-"""
-
-
 def test_a_root_daemon_that_copies_the_report_cannot_change_it(docker_client, tmp_path):
+    from support import REWRITER
+
     task_dir = write(tmp_path / "task", {"tests/verifier.py": REWRITER})
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}))
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from nemo_gym.data.tasks.harbor._values import finite_float
+
 MISSING_REWARD = "harbor:missing_reward"
 INVALID_REWARD = "harbor:invalid_reward"
 VERIFIER_TIMEOUT = "harbor:verifier_timeout"
@@ -36,17 +38,6 @@ def _invalid(detail: str) -> RewardOutcome:
     return RewardOutcome(failure_kind=INVALID_REWARD, detail=detail)
 
 
-def _finite(value: Any) -> Optional[float]:
-    """``value`` as a float when it is a JSON number (booleans count) with a finite value."""
-    if not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
@@ -61,7 +52,7 @@ def parse_reward_json(data: bytes) -> RewardOutcome:
         return _invalid("reward.json must hold a non-empty JSON object of numbers")
     numbers: Dict[str, float] = {}
     for key, item in value.items():
-        number = _finite(item)
+        number = finite_float(item, booleans=True)
         if number is None:
             return _invalid(f"reward.json: {key!r} is {json.dumps(item)[:40]}, not a finite number")
         numbers[key] = number

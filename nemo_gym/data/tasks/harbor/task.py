@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from nemo_gym.data.tasks.harbor._values import finite_float
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.8-3.10 by the nox matrix
@@ -227,19 +229,8 @@ def _optional_string(value: Any, where: str, name: str) -> Optional[str]:
     return value
 
 
-def _finite(value: Any) -> Optional[float]:
-    """``value`` as a finite float, ``None`` when it is not a finite number (bool, inf, nan, 10**400)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _number(value: Any, where: str, name: str) -> float:
-    number = _finite(value)
+    number = finite_float(value)
     if number is None or not number > 0:
         raise TaskError(f"{where}: {name} must be a finite positive number, not {value!r}")
     return number
@@ -310,7 +301,7 @@ def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
                 "sandbox, which this server does not run; only 'main' is supported"
             )
         timeout = item.get("timeout_sec", DEFAULT_COLLECT_TIMEOUT_SEC)
-        seconds = _finite(timeout)
+        seconds = finite_float(timeout)
         if seconds is None or seconds < 0:
             raise TaskError(f"{where}: {key}.timeout_sec must be a finite number >= 0, not {timeout!r}")
         hooks.append(CollectHook(command, service, seconds, _user(item.get("user"), where, f"{key}.user")))
