@@ -39,41 +39,47 @@ _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
-def hmac_sha256(key: bytes, message: bytes) -> str:
-    """HMAC-SHA256 (RFC 2104) in hex, on the interpreter's built-in SHA-256: ``hmac`` would load
-    OpenSSL, several milliseconds of every start."""
-    sha256 = _sha256()
-    block = 64
-    if len(key) > block:
-        key = sha256(key).digest()
-    key = key.ljust(block, b"\0")
-    inner = sha256(bytes(byte ^ 0x36 for byte in key) + message).digest()
-    return str(sha256(bytes(byte ^ 0x5C for byte in key) + inner).hexdigest())
-
-
 def _sha256() -> Any:
-    for module in ("_sha2", "_sha256"):  # Python 3.12+, then 3.8-3.11: built in, a fraction of a millisecond
+    for module in ("_sha2", "_sha256"):  # Python 3.12+, then 3.8-3.11: a fraction of a millisecond
         try:
             return __import__(module).sha256
         except ImportError:
             pass
-    import hashlib
+    import hashlib  # loads OpenSSL: several milliseconds, only where the above are missing
 
     return hashlib.sha256
 
 
 class Channel:
-    """The report line to the host: ``send`` it once, at the end."""
+    """The report line to the host: ``send`` it once, at the end.
+
+    HMAC-SHA256 (RFC 2104) without ``hmac``, which would load OpenSSL at every start. Its two keyed
+    states are made here, before any code of the task runs: ``send`` imports nothing, so no module
+    that code planted can run inside the runner after ``verify``.
+    """
 
     def __init__(self, descriptor: int, key: bytes) -> None:
-        self.descriptor, self.key = descriptor, key
+        sha256 = _sha256()
+        block = 64
+        if len(key) > block:
+            key = sha256(key).digest()
+        key = key.ljust(block, b"\0")
+        self.descriptor = descriptor
+        self._inner = sha256(bytes(byte ^ 0x36 for byte in key))
+        self._outer = sha256(bytes(byte ^ 0x5C for byte in key))
+
+    def mac(self, message: bytes) -> str:
+        inner, outer = self._inner.copy(), self._outer.copy()
+        inner.update(message)
+        outer.update(inner.digest())
+        return str(outer.hexdigest())
 
     def send(self, kind: str, text: str) -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``."""
         if kind != "reward":
             text = " ".join(text.split())[:_MAX_DETAIL]
         body = f"{kind} {text}".encode("utf-8", "surrogateescape")
-        line = f"{REPORT_PREFIX} {hmac_sha256(self.key, body)} ".encode("ascii") + body + b"\n"
+        line = f"{REPORT_PREFIX} {self.mac(body)} ".encode("ascii") + body + b"\n"
         try:
             while line:
                 line = line[os.write(self.descriptor, line) :]
@@ -120,7 +126,16 @@ def take_over(here: str) -> Tuple[Channel, Dict[str, bytes]]:
         variable, _, value = entry.partition(b"=")
         if variable:
             os.environb[variable] = value  # for what verify starts; this process has already started
-    return Channel(descriptor, key), inputs
+    channel = Channel(descriptor, key)
+    if os.geteuid() == 0:
+        # Code that a root verify runs can write any file, /tests and the standard library included:
+        # whatever the runner needs once verify has returned is imported now, before it runs.
+        import json  # noqa: F401
+        import linecache  # noqa: F401
+        import traceback  # noqa: F401
+
+        import _gym_runner_rare  # noqa: F401
+    return channel, inputs
 
 
 def become(user: str) -> None:

@@ -627,3 +627,49 @@ def test_the_hosts_sockets_are_out_of_reach(tmp_path):
     script = f"for s in {sockets}; do [ -S $s ] && echo reachable $s; done\necho 1 > /logs/verifier/reward.txt\n"
     outcome = verify(task(tmp_path / "task", {"tests/test.sh": script}), tmp_path)
     assert outcome.reward == 1.0 and "reachable" not in outcome.stdout, outcome.stdout
+
+
+PLANTER = """
+import subprocess, sys
+PLANT = '''
+import os
+for name in ("_sha2", "_sha256", "hashlib", "json", "traceback", "linecache", "_gym_runner_rare", "inspect"):
+    with open("/tests/%s.py" % name, "w") as module:
+        module.write("open(%r, 'a').write(%r)\\\\n" % (os.environ["MARKS"], name + " "))
+'''
+def verify(workspace):
+    subprocess.run([sys.executable, "-c", PLANT], env={"MARKS": str(workspace / "marks")}, check=True)
+    if (workspace / "fail").exists():
+        raise RuntimeError("the error path imports too")
+    return {"reward": 0.0, "caf\\u00e9 \\u2713": 1}
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_modules_planted_while_verify_runs_never_run_in_the_runner(tmp_path, fail):
+    # A root verifier runs the agent's program, which writes modules where the runner looks for
+    # what it imports after verify returns (the report's hash, JSON for an unusual key, tracebacks).
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    if fail:
+        (workspace / "fail").write_text("")
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": PLANTER}), workspace)
+    assert not (workspace / "marks").exists(), (workspace / "marks").read_text()
+    if fail:
+        assert outcome.failure_kind == MISSING_REWARD and "the error path imports too" in outcome.stdout, outcome
+    else:
+        assert (outcome.reward, outcome.metrics, outcome.masked) == (0.0, {"café ✓": 1.0}, False), outcome
+
+
+def test_the_host_network_cannot_be_sniffed(tmp_path):
+    source = """
+        import socket
+        def verify():
+            try:
+                socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                return 1.0
+            except OSError:
+                return 0.0
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome

@@ -421,3 +421,55 @@ def test_site_packages_another_user_can_write_mask_the_sample(docker_client, tmp
 
     outcome = asyncio.run(run())
     assert outcome.masked and outcome.mask_reason == "verifier_error" and "another user" in outcome.detail, outcome
+
+
+HIDER = """
+import os, subprocess, sys
+CODE = '''
+import os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+open("/proc/self/comm", "w").write("nl\\\\nhide")  # a newline in its name, to break a line-wise scan
+time.sleep(3)
+while True:
+    open("/tmp/hider-alive", "w").write(str(os.getpid()))
+    time.sleep(0.2)
+'''
+def verify():
+    subprocess.run([sys.executable, "-c", CODE])
+    return 0.0
+"""
+
+
+def test_a_daemon_with_a_newline_in_its_name_does_not_survive(docker_client, tmp_path):
+    task_dir = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "grader"\n', "tests/verifier.py": HIDER})
+
+    async def after(sandbox: DockerSandbox) -> str:
+        await asyncio.sleep(4)
+        return (await sandbox.exec("cat /tmp/hider-alive 2>/dev/null; true", user="root")).stdout
+
+    outcome, alive = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert alive == "", f"a process started during grading outlived it (pid {alive.strip()})"
+
+
+@pytest.mark.parametrize("verifier_user, uid", [(None, "0"), ("grader", "1001")])
+def test_a_set_id_program_left_by_grading_lifts_nobody(docker_client, tmp_path, verifier_user, uid):
+    source = """
+        import os, shutil
+        def verify():
+            shutil.copy("/bin/bash", "/tmp/lift")  # the agent's program, run by verify
+            os.chmod("/tmp/lift", 0o6755)
+            return 0.0
+    """
+    toml = f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else ""
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source})
+
+    async def after(sandbox: DockerSandbox) -> str:
+        made = await sandbox.exec("stat -c %u /tmp/lift", user="root")
+        assert made.stdout.strip() == uid, made  # the trap is there, owned by the verifier's user
+        return (await sandbox.exec("/tmp/lift -p -c 'id -u'", user="agent")).stdout.strip()
+
+    outcome, lifted = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
+    assert outcome.reward == 0.0 and lifted == "1000", lifted

@@ -158,9 +158,15 @@ kill_strays() {
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     case "$keep" in *" $pid "*) continue ;; esac
-    IFS= read -r line < "$dir/stat" 2>/dev/null || continue
+    # The whole file: a process may put a newline in its name. The fields follow its last ") ".
+    line=""
+    IFS= read -r -d '' line < "$dir/stat" 2>/dev/null
+    [ -n "$line" ] || continue  # gone since the glob
     set -- ${line##*) }
-    [ "${20}" -ge "$started" ] 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+    case "${20-}" in
+      '' | *[!0-9]*) kill -KILL "$pid" 2>/dev/null ;;  # unreadable: no process may hide that way
+      *) [ "${20}" -ge "$started" ] && kill -KILL "$pid" 2>/dev/null ;;
+    esac
   done
   kill -CONT -1 2>/dev/null
 }

@@ -96,6 +96,9 @@ class DockerSandbox:
                 self.image,
                 entrypoint=["sleep", "infinity"],
                 init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
+                # A set-id program written during grading (the agent's program, run by verify) must
+                # not lift the agent to the verifier's user, or to root, afterwards.
+                security_opt=["no-new-privileges"],
                 detach=True,
                 environment=self._env,
                 volumes=self._volumes,
