@@ -21,8 +21,9 @@ tried=""
 # interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it); the rest is
 # builtins.
 root_may_run() {
-  local dir=${1%/*} above=() line index=0 special mode
+  local dir=${1%/*} above=() line index=0 special mode modes
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
+  modes=$(PATH=$system_path stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
   while IFS= read -r line; do
     index=$((index + 1))
     case "$line" in
@@ -34,7 +35,7 @@ root_may_run() {
     (( (8#$mode & 8#022) == 0 )) && continue
     # Writable by others: only a sticky folder above the interpreter's folder and the one above it.
     [ "$index" -gt 2 ] && [ "$index" -le $((${#above[@]} + 1)) ] && (( special & 1 )) || return 1
-  done < <(PATH=$system_path stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null || echo bad)
+  done <<< "$modes"
   [ "$index" = $((${#above[@]} + 2)) ] && [ -O "$1/$2" ]
 }
 
