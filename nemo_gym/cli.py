@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import re
 import signal
 import sys
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
 
 T = TypeVar("T")
+# `gym verify --check`: the outcome was produced, but the run failed or was masked.
+CHECK_FAILED = 3
 # The signals that stop gym cleanly: temporary folders removed and sandboxes closed, as on Ctrl-C.
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
@@ -117,6 +118,23 @@ def _parser() -> argparse.ArgumentParser:
         help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
     )
     verify.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    verify.add_argument(
+        "--mount",
+        action="append",
+        metavar="HOST:PATH",
+        help="put a host folder at a sandbox path (the agent's state beyond the workspace); repeatable",
+    )
+    verify.add_argument(
+        "--artifacts", type=Path, metavar="DIR", help="the agent's /logs/artifacts (--mount DIR:/logs/artifacts)"
+    )
+    verify.add_argument(
+        "--logs-out", type=Path, metavar="DIR", help="write what the verifier left in /logs/verifier into DIR"
+    )
+    verify.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit {CHECK_FAILED} when the verifier failed (no or an invalid reward, a timeout) or was masked",
+    )
 
     dataset = commands.add_parser("dataset", help="work on a whole dataset").add_subparsers(
         dest="dataset_command", required=True, metavar="DATASET_COMMAND"
@@ -162,14 +180,30 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
     return value
 
 
+def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[str, Path]:
+    """``--mount HOST:PATH`` and ``--artifacts DIR`` as ``{sandbox path: host folder}``."""
+    mounts: Dict[str, Path] = {}
+    specs = list(args.mount or [])
+    if args.artifacts is not None:
+        specs.append(f"{args.artifacts}:/logs/artifacts")
+    for spec in specs:
+        host, separator, path = spec.rpartition(":")
+        if not separator or not host or not path.startswith("/"):
+            parser.error(f"--mount {spec}: give HOST_FOLDER:/ABSOLUTE/SANDBOX/PATH")
+        if not Path(host).is_dir():
+            parser.error(f"--mount {spec}: {host} is not a folder")
+        mounts[path] = Path(host)
+    return mounts
+
+
 async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
-    from nemo_gym.data.tasks.harbor.env_templates import resolve_env
-    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         parser.error("--timeout must be a finite positive number of seconds")
+    mounts = _mounts(args, parser)
     task = load_task(args.task_dir, row=args.row)
     response = _read_response(args.response, parser) if args.response else None
     task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
@@ -177,7 +211,6 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     plan = plan_verification(
         task, step=args.step, response=response, task_data=task_data, timeout_sec=args.timeout, secrets=secrets
     )
-    sandbox_env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
     workspace: Optional[Path] = args.workspace
     if workspace is None and (task.path / "workspace").is_dir():
         workspace = task.path / "workspace"
@@ -185,25 +218,34 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--workspace {workspace}: not a folder")
     with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as empty:
         folder = workspace or Path(empty)
-        if args.sandbox == "docker":
-            from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
-
-            image = args.image or task.environment.docker_image
-            if not image:
-                raise CommandError(f"{task.path}: no Docker image: give --image or set [environment].docker_image")
-            workdir = task.environment.workdir
-            async with DockerSandbox(image, workspace=folder, workdir=workdir, env=sandbox_env) as docker:
-                return await run_verification(plan, docker)
-        local = LocalSandbox(folder, env=sandbox_env)
-        async with local:
-            return await run_verification(plan, local)
+        async with open_task_sandbox(task, folder, kind=args.sandbox, image=args.image, mounts=mounts) as sandbox:
+            return await run_verification(plan, sandbox)
 
 
-def _print_human(outcome: VerificationOutcome, task_dir: Path) -> None:
+def _label(args: argparse.Namespace) -> str:
+    """What was verified, as the outcome's lines name it: the task, and its step or row."""
+    label = str(args.task_dir)
+    if args.step:
+        label += f" step {args.step}"
+    if args.row:
+        label += f" row {args.row}"
+    return label
+
+
+def _write_logs(outcome: VerificationOutcome, folder: Path) -> None:
+    """``--logs-out``: what the verifier left in /logs/verifier (test-stdout.txt as its kept tail)."""
+    files = {"test-stdout.txt": outcome.stdout.encode("utf-8", "replace"), **outcome.files}
+    for name, data in files.items():
+        target = folder.joinpath(*name.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _print_human(outcome: VerificationOutcome, label: str) -> None:
     if outcome.masked:
-        print(f"masked ({outcome.mask_reason}): {outcome.detail} [{task_dir}]")
+        print(f"masked ({outcome.mask_reason}): {outcome.detail} [{label}]")
     else:
-        print(f"reward {outcome.reward:g} [{task_dir}]")
+        print(f"reward {outcome.reward:g} [{label}]{' (timed out)' if outcome.timed_out else ''}")
     if outcome.reward_components:
         print("components: " + ", ".join(outcome.reward_components))
     if outcome.metrics:
@@ -229,30 +271,14 @@ def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
 
 
 async def _validate(args: argparse.Namespace) -> int:
-    from contextlib import asynccontextmanager
-    from typing import AsyncIterator
+    from functools import partial
 
-    from nemo_gym.data.tasks.harbor.env_templates import resolve_env
-    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
+    from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset
     from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 
     dataset = load_dataset(args.dataset)
-
-    @asynccontextmanager
-    async def open_sandbox(task: Task, workspace: Path) -> AsyncIterator[Any]:
-        env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
-        if args.sandbox == "docker":
-            from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
-
-            image = args.image or task.environment.docker_image
-            if not image:
-                raise TaskError(f"{task.path}: no Docker image: give --image or set [environment].docker_image")
-            async with DockerSandbox(image, workspace=workspace, workdir=task.environment.workdir, env=env) as sandbox:
-                yield sandbox
-        else:
-            async with LocalSandbox(workspace, env=env) as sandbox:
-                yield sandbox
+    open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image)
 
     results: List[TaskResult] = []
     total = len(dataset.task_ids)
@@ -263,6 +289,9 @@ async def _validate(args: argparse.Namespace) -> int:
             result = TaskResult(task_id, error=str(error))
         results.append(result)
         print(f"[{index}/{total}] {task_id}: {_verdict(result)}", flush=True)
+        if not result.passed:
+            for line in _failure_details(result):
+                print(line, flush=True)
     print()
     print("| task | oracle | reward | result |")
     print("|---|---|---:|---|")
@@ -276,6 +305,30 @@ async def _validate(args: argparse.Namespace) -> int:
         print(f"gym: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
         return 1
     return 0
+
+
+# How much of the oracle's and the verifier's output a failed validation shows, per task.
+DETAIL_LINES = 20
+
+
+def _tail(text: str) -> List[str]:
+    lines = text.rstrip("\n").splitlines()[-DETAIL_LINES:]
+    return [f"      | {line}" for line in lines] or ["      | (empty)"]
+
+
+def _failure_details(result: Any) -> List[str]:
+    """What a failed task's last step shows: the oracle's exit status and output, the verifier's output."""
+    if not result.steps:
+        return []
+    last = result.steps[-1]
+    lines = []
+    if last.oracle_status is not None:
+        lines.append(f"    oracle ({last.oracle}) exited with {last.oracle_status}; its output ends:")
+        lines += _tail(last.oracle_output)
+    if last.outcome is not None:
+        lines.append("    the verifier's output (test-stdout.txt) ends:")
+        lines += _tail(last.outcome.stdout)
+    return lines
 
 
 def _verdict(result: Any) -> str:
@@ -334,20 +387,18 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         print(f"gym: {_one_line(str(error))}", file=sys.stderr)
         return 1
+    if args.logs_out is not None:
+        _write_logs(outcome, args.logs_out)
     if args.json:
-        fields = (
-            "reward",
-            "metrics",
-            "reward_components",
-            "failure_kind",
-            "masked",
-            "mask_reason",
-            "detail",
-            "stdout",
-        )
-        print(json.dumps({key: outcome.as_dict()[key] for key in fields}))
+        fields = ("reward", "metrics", "reward_components", "failure_kind", "masked", "mask_reason", "detail")
+        report = {key: getattr(outcome, key) for key in fields}
+        report.update(timed_out=outcome.timed_out, stdout=outcome.stdout)
+        report["files"] = {name: len(data) for name, data in sorted(outcome.files.items())}
+        print(json.dumps(report))
     else:
-        _print_human(outcome, args.task_dir)
+        _print_human(outcome, _label(args))
+    if args.check and (outcome.masked or outcome.failure_kind is not None):
+        return CHECK_FAILED
     return 0
 
 

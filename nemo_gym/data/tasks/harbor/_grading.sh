@@ -27,7 +27,7 @@ IFS= read -r stat < "/proc/$$/stat"
 set -- ${stat##*) }
 started=${20}
 
-needed=(rm mkdir chown chmod mv head tail sha256sum)
+needed=(rm mkdir chown chmod mv head tail sha256sum stat)
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
 [ -n "$HANDOVER" ] && needed+=(id)
 case " $STEPS " in *" run "*) command -v timeout >/dev/null 2>&1 || fail 90 "the image has no timeout" ;; esac
@@ -171,8 +171,40 @@ kill_strays() {
   kill -CONT -1 2>/dev/null
 }
 
+# The verifier's other output (Harbor keeps all of /logs/verifier: ctrf.json, reward-details.json,
+# ...): regular files with plain names, up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
+# into "$OUT/files"; what does not fit is counted in "skipped" (the meta file says so).
+copy_outputs() {
+  local entry name size candidates=() sizes total=0 count=0 folder input
+  skipped=0
+  shopt -s globstar
+  for entry in "$LOGS"/**; do
+    name=${entry#"$LOGS"/}
+    case "$name" in reward.json | reward.txt | test-stdout.txt | .gym-trash-*) continue ;; esac
+    [ -f "$entry" ] && [ ! -L "$entry" ] || continue
+    for input in "${INPUTS[@]}"; do [ "$name" = "$input" ] && continue 2; done
+    case "$name" in *[!A-Za-z0-9._/-]* | .* | */.*) skipped=$((skipped + 1)); continue ;; esac
+    candidates+=("$name")
+  done
+  shopt -u globstar
+  [ "${#candidates[@]}" = 0 ] && return 0
+  sizes=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
+  for name in "${candidates[@]}"; do
+    IFS= read -r size
+    if [ "$count" -ge "$MAX_OUTPUT_FILES" ] || [ $((total + size)) -gt "$MAX_OUTPUT_BYTES" ]; then
+      skipped=$((skipped + 1))
+      continue
+    fi
+    folder=$OUT/files
+    case "$name" in */*) folder=$OUT/files/${name%/*} ;; esac
+    mkdir -p -- "$folder" && head -c "$size" -- "$LOGS/$name" > "$OUT/files/$name" || fail 92 "cannot copy $name"
+    total=$((total + size))
+    count=$((count + 1))
+  done <<< "$sizes"
+}
+
 finish() {
-  local name path kinds="" report="" doomed=() entry
+  local name path kinds="" report="" doomed=() entry sums input
   LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
   [ "$KILL_STRAYS" = 1 ] && kill_strays
   if [ "$is_root" = 1 ]; then
@@ -196,8 +228,14 @@ finish() {
   fi
   rm -f -- "$OUT/key" "$OUT/deferred" "$OUT/report"
   [ -n "$report" ] && printf '%s' "$report" > "$OUT/report"
-  printf 'status %s\nelapsed_cs %s\nkinds %s\n' "${status-}" "${elapsed-}" "$kinds" > "$OUT/meta"
-  sha256sum -- "$OUT"/* > "$OUT/.sums" || fail 92 "cannot checksum the results"
+  copy_outputs
+  printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
+  cd -- "$OUT" || fail 92 "cannot enter $OUT"
+  shopt -s globstar
+  sums=()
+  for entry in * files/**; do [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
+  sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
+  cd / || fail 92 "cannot leave $OUT"
   for entry in "$TESTS"/* "$LOGS"/.gym-trash-*; do
     [ "$entry" = "$OUT" ] || doomed+=("$entry")
   done

@@ -16,7 +16,9 @@ import tarfile
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
-SUMS, META = ".sums", "meta"
+SUMS, META, OUTPUTS = ".sums", "meta", "files/"
+# The verifier's other output files: each and all of them within these (finish's own limits).
+MAX_OUTPUT_FILE_BYTES = 8 << 20
 # The caps of what finish writes (its own limits plus slack): a bigger member is damage.
 CAPS: Mapping[str, int] = {
     "reward.json": (1 << 20) + 1,
@@ -26,7 +28,8 @@ CAPS: Mapping[str, int] = {
     META: 4096,
     SUMS: 4096,
 }
-_SUM_LINE = re.compile(r"([0-9a-f]{64})  (?:.*/)?([^/]+)")
+_SUM_LINE = re.compile(r"([0-9a-f]{64})  ([A-Za-z0-9._/-]+)")
+_OUTPUT_NAME = re.compile(r"files/[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
 _KINDS = ("file", "link", "other")
 
 
@@ -43,6 +46,20 @@ class Collected:
     elapsed_sec: Optional[float] = None
     kinds: Dict[str, str] = field(default_factory=dict)
     files: Dict[str, bytes] = field(default_factory=dict)
+    skipped: int = 0  # the verifier's output files that did not fit (or had odd names)
+
+    @property
+    def outputs(self) -> Dict[str, bytes]:
+        """The verifier's other output files, by their path in ``/logs/verifier``."""
+        return {name[len(OUTPUTS) :]: data for name, data in self.files.items() if name.startswith(OUTPUTS)}
+
+
+def _relative(member: str) -> str:
+    """A member's path inside the out folder: the engine names it ``.gym-out-<run>/...``, tar ``./...``."""
+    parts = [part for part in member.split("/") if part not in ("", ".")]
+    if parts and parts[0].startswith(".gym-out-"):
+        parts = parts[1:]
+    return "/".join(parts)
 
 
 def _members(data: bytes) -> Dict[str, bytes]:
@@ -52,10 +69,11 @@ def _members(data: bytes) -> Dict[str, bytes]:
             for member in archive:
                 if member.isdir():
                     continue
-                name = member.name.rstrip("/").rsplit("/", 1)[-1]
-                if not member.isfile() or name not in CAPS:
+                name = _relative(member.name)
+                cap = MAX_OUTPUT_FILE_BYTES if _OUTPUT_NAME.fullmatch(name) else CAPS.get(name)
+                if not member.isfile() or cap is None:
                     raise CollectError(f"unexpected member {member.name!r} in the results")
-                if member.size > CAPS[name]:
+                if member.size > cap:
                     raise CollectError(f"{name} in the results is {member.size} bytes, over its cap")
                 if name in files:
                     raise CollectError(f"{name} appears twice in the results")
@@ -76,11 +94,12 @@ def _meta(text: str) -> Collected:
     for line in text.splitlines():
         key, _, value = line.partition(" ")
         values[key] = value
-    if set(values) != {"status", "elapsed_cs", "kinds"}:
+    if set(values) != {"status", "elapsed_cs", "kinds", "skipped"}:
         raise CollectError("the results' meta file is malformed")
     try:
         status = int(values["status"]) if values["status"] else None
         elapsed = int(values["elapsed_cs"]) / 100 if values["elapsed_cs"] else None
+        skipped = int(values["skipped"])
     except ValueError:
         raise CollectError("the results' meta file is malformed") from None
     kinds: Dict[str, str] = {}
@@ -89,7 +108,7 @@ def _meta(text: str) -> Collected:
         if name not in ("reward.json", "reward.txt") or kind not in _KINDS:
             raise CollectError("the results' meta file is malformed")
         kinds[name] = kind
-    return Collected(status=status, elapsed_sec=elapsed, kinds=kinds)
+    return Collected(status=status, elapsed_sec=elapsed, kinds=kinds, skipped=skipped)
 
 
 def read_collected(data: bytes) -> Collected:
@@ -118,4 +137,9 @@ def read_collected(data: bytes) -> Collected:
         if (kind == "file") != (name in files):
             raise CollectError(f"the results' meta file and their files disagree about {name}")
     files.pop(META)
-    return Collected(status=meta.status, elapsed_sec=meta.elapsed_sec, kinds=meta.kinds, files=files)
+    total = sum(len(data) for name, data in files.items() if name.startswith(OUTPUTS))
+    if total > MAX_OUTPUT_FILE_BYTES:
+        raise CollectError(f"the verifier's output files come to {total} bytes, over their cap")
+    return Collected(
+        status=meta.status, elapsed_sec=meta.elapsed_sec, kinds=meta.kinds, files=files, skipped=meta.skipped
+    )

@@ -64,6 +64,8 @@ class GradingSteps:
     tail_bytes: int
     max_reward_bytes: int
     max_report_chars: int
+    max_output_files: int = 100
+    max_output_bytes: int = 8 << 20
     inputs: Tuple[str, ...] = ()
     handover: str = ""
     run_as: str = ""
@@ -87,6 +89,8 @@ def grading_command(steps: GradingSteps) -> str:
         "TAIL_BYTES": str(steps.tail_bytes),
         "MAX_REWARD_BYTES": str(steps.max_reward_bytes + 1),
         "MAX_REPORT_CHARS": str(steps.max_report_chars),
+        "MAX_OUTPUT_FILES": str(steps.max_output_files),
+        "MAX_OUTPUT_BYTES": str(steps.max_output_bytes),
         "HANDOVER": steps.handover,
         "RUN_AS": steps.run_as,
         "KILL_STRAYS": "1" if steps.kill_strays else "0",

@@ -1,10 +1,18 @@
 """``gym dataset validate``: run each task's oracle, verify, and check for full marks.
 
-The oracle of a task with ``solution/answer.md`` writes that file byte for byte to ``answer.md`` in
-the working directory, as the task's user, through ``base64`` (so the image needs that tool), and
-submits its text as the response; with ``solution/solve.sh`` it runs that, as Harbor's oracle does.
-A multi-step task runs each step's oracle (``steps/<name>/solution/``, else ``solution/``) and
-verifies that step, in order, in one sandbox.
+The oracle runs as Harbor's does (``agents/oracle.py``): ``solution/`` is copied to ``/solution``
+and ``(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1`` runs from the task's working directory,
+as ``[agent].user``, with ``DEBIAN_FRONTEND=noninteractive`` and ``[solution].env``. A task with
+``solution/answer.md`` (or a row with a ``solution`` field) instead has that file written byte for
+byte to ``answer.md`` in the working directory, as the task's user, through ``base64`` (so the image
+needs that tool), and its text submitted as the response. A multi-step task runs, for each step in
+order and in one sandbox, what Harbor runs before the agent (``steps/<name>/workdir/`` copied into
+the working directory, then its ``setup.sh``), the step's oracle (``steps/<name>/solution/``, else
+``solution/``), and the step's verification.
+
+The workspace starts empty and belongs to ``[agent].user`` (a task's Dockerfile gives its agent
+its working directory; a sandbox that does not build it must do the same): the oracle, not a solved
+``workspace/`` folder, must earn the marks.
 """
 
 from __future__ import annotations
@@ -16,16 +24,19 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
-from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
 from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
 
 FULL_MARKS = 1.0
-ORACLE_TIMEOUT_SEC = 600
+ORACLE_TIMEOUT_SEC = 600  # Harbor's oracle takes the agent's timeout; [agent].timeout_sec is unset by default
+SOLUTION_DIR = "/solution"
+ORACLE_LOG = "/logs/agent/oracle.txt"
+OUTPUT_TAIL_CHARS = 2000  # of the oracle's output, in a failed validation's report
 
 
 def answer_response(text: str) -> Dict[str, Any]:
@@ -34,12 +45,25 @@ def answer_response(text: str) -> Dict[str, Any]:
     return {"object": "response", "status": "completed", "output": [message]}
 
 
+@dataclass(frozen=True)
+class OracleRun:
+    """What the oracle did: ``answer.md`` (with the response it submits) or ``solve.sh`` (its exit
+    status and the tail of its output)."""
+
+    kind: str
+    response: Optional[Dict[str, Any]] = None
+    status: Optional[int] = None
+    output: str = ""
+
+
 @dataclass
 class StepResult:
     step: Optional[str]
     oracle: str
     outcome: Optional[VerificationOutcome] = None
     error: str = ""
+    oracle_status: Optional[int] = None
+    oracle_output: str = ""
 
     @property
     def passed(self) -> bool:
@@ -69,63 +93,101 @@ def _solution_dir(task: Task, step: Optional[str]) -> Optional[Path]:
     return folder if folder.is_dir() else None
 
 
-async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Tuple[str, Optional[Dict[str, Any]]]:
-    """Runs the oracle; returns ``(what ran, the response to submit or None)``."""
+def _folder_files(folder: Path) -> List[ShimFile]:
+    """The folder's files; ``solve.sh`` and ``setup.sh`` executable (Harbor runs ``chmod +x`` on them)."""
+    return [
+        ShimFile(
+            path.relative_to(folder).as_posix(),
+            path.read_bytes(),
+            0o755 if path.name in ("solve.sh", "setup.sh") or os.access(path, os.X_OK) else 0o644,
+        )
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    ]
+
+
+async def _stage_folder(sandbox: Sandbox, folder: Path, target: str, owner: Optional[User], *, replace: bool) -> None:
+    """Copies ``folder``'s files to ``target`` in the sandbox (emptied first with ``replace``),
+    readable by everyone and owned by ``owner`` when one is given."""
+    scratch = f"{sandbox.tmp_dir}/nemo-gym-stage-{uuid.uuid4().hex}.tgz"
+    with tempfile.TemporaryDirectory(prefix="nemo-gym-stage-") as local:
+        archive = Path(local) / "files.tgz"
+        archive.write_bytes(stage_archive(_folder_files(folder)))
+        await sandbox.upload_file(str(archive), scratch)
+    quoted, archive_path = shlex.quote(target), shlex.quote(scratch)
+    steps = [f"mkdir -p {quoted}", f"shopt -s dotglob nullglob; rm -rf -- {quoted}/*" if replace else ":"]
+    steps.append(f"tar -xzf {archive_path} -C {quoted} --no-same-owner && rm -f {archive_path}")
+    steps.append(f"chmod -R a+rX {quoted}")
+    if owner is not None:
+        steps.append(f"chown -R {shlex.quote(str(owner))} {quoted}")
+    staged = await sandbox.exec(" && ".join(steps), cwd="/", user=sandbox.admin_user, timeout_s=ORACLE_TIMEOUT_SEC)
+    if staged.return_code != 0:
+        raise SandboxError(f"copying {folder} to {target} failed: {(staged.stdout + staged.stderr).strip()[-500:]}")
+
+
+async def prepare_step(task: Task, step: str, sandbox: Sandbox) -> None:
+    """What Harbor runs before a step's agent: ``steps/<step>/workdir/`` copied into the working
+    directory, then ``bash <workdir>/setup.sh`` as the agent; a failing setup fails the step."""
+    folder = task.path / "steps" / step / "workdir"
+    if not folder.is_dir():
+        return
+    await _stage_folder(sandbox, folder, sandbox.workdir, task.agent_user, replace=False)
+    if (folder / "setup.sh").is_file():
+        setup = shlex.quote(f"{sandbox.workdir.rstrip('/')}/setup.sh")
+        ran = await sandbox.exec(
+            f"bash {setup}", cwd=sandbox.workdir, user=task.agent_user, timeout_s=ORACLE_TIMEOUT_SEC
+        )
+        if ran.return_code != 0:
+            raise TaskError(
+                f"{folder / 'setup.sh'}: exited with {ran.return_code}: {(ran.stdout + ran.stderr).strip()[-500:]}"
+            )
+
+
+async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> OracleRun:
+    """Runs the oracle of the task (or of one step), as Harbor's oracle agent does."""
     folder = _solution_dir(task, step)
     row_answer = task.task_data.get("solution") if task.path == task.dataset_root else None
     if folder is None and not isinstance(row_answer, str):
         raise TaskError(f"{task.path}: no solution/ folder: the oracle of {task.id!r} has nothing to run")
     user = task.agent_user
-    scratch = f"{sandbox.tmp_dir}/nemo-gym-oracle-{uuid.uuid4().hex}"
     # A parameterized row's "solution" field is its answer.md.
     answer_file = folder / "answer.md" if folder is not None else None
     answer: Optional[bytes] = row_answer.encode("utf-8") if isinstance(row_answer, str) else None
     if answer is None and answer_file is not None and answer_file.is_file():
         answer = answer_file.read_bytes()
-    with tempfile.TemporaryDirectory(prefix="nemo-gym-oracle-") as local:
-        if answer is not None:
+    if answer is not None:
+        scratch = f"{sandbox.tmp_dir}/nemo-gym-oracle-{uuid.uuid4().hex}.b64"
+        with tempfile.TemporaryDirectory(prefix="nemo-gym-oracle-") as local:
             encoded = Path(local) / "answer.b64"
             encoded.write_bytes(base64.b64encode(answer))
-            await sandbox.upload_file(str(encoded), f"{scratch}.b64")
-            encoded_path = shlex.quote(scratch + ".b64")
-            wrote = await sandbox.exec(
-                f"base64 -d {encoded_path} > answer.md; status=$?; rm -f {encoded_path}; exit $status",
-                cwd=sandbox.workdir,
-                user=user,
-                timeout_s=ORACLE_TIMEOUT_SEC,
-            )
-            if wrote.return_code != 0:
-                raise SandboxError(f"the oracle could not write answer.md: {(wrote.stdout + wrote.stderr).strip()}")
-            return "answer.md", answer_response(answer.decode("utf-8", errors="replace"))
-        assert folder is not None
-        if not (folder / "solve.sh").is_file():
-            raise TaskError(f"{folder}: holds neither answer.md nor solve.sh")
-        files = [
-            ShimFile(path.relative_to(folder).as_posix(), path.read_bytes(), 0o755)
-            for path in sorted(folder.rglob("*"))
-            if path.is_file()
-        ]
-        archive = Path(local) / "solution.tgz"
-        archive.write_bytes(stage_archive(files))
-        await sandbox.upload_file(str(archive), f"{scratch}.tgz")
-        unpacked = await sandbox.exec(
-            f"mkdir -p {shlex.quote(scratch)} && tar -xzf {shlex.quote(scratch + '.tgz')} -C {shlex.quote(scratch)} "
-            f"--no-same-owner && rm -f {shlex.quote(scratch + '.tgz')} && chmod -R a+rX {shlex.quote(scratch)}",
-            cwd="/",
-            user=sandbox.admin_user,
-            timeout_s=ORACLE_TIMEOUT_SEC,
-        )
-        if unpacked.return_code != 0:
-            raise SandboxError(f"the oracle's solution could not be staged: {unpacked.stderr.strip()}")
-        env = {"DEBIAN_FRONTEND": "noninteractive", **_solution_env(task)}
-        await sandbox.exec(
-            f"{shlex.quote(scratch + '/solve.sh')} > /dev/null 2>&1; rm -rf {shlex.quote(scratch)}",
+            await sandbox.upload_file(str(encoded), scratch)
+        wrote = await sandbox.exec(
+            f"base64 -d {shlex.quote(scratch)} > answer.md; status=$?; rm -f {shlex.quote(scratch)}; exit $status",
             cwd=sandbox.workdir,
-            env=env,
             user=user,
             timeout_s=ORACLE_TIMEOUT_SEC,
         )
-        return "solve.sh", None
+        if wrote.return_code != 0:
+            raise SandboxError(f"the oracle could not write answer.md: {(wrote.stdout + wrote.stderr).strip()}")
+        return OracleRun("answer.md", answer_response(answer.decode("utf-8", errors="replace")))
+    assert folder is not None
+    if not (folder / "solve.sh").is_file():
+        raise TaskError(f"{folder}: holds neither answer.md nor solve.sh")
+    await _stage_folder(sandbox, folder, SOLUTION_DIR, None, replace=True)
+    logs = shlex.quote(ORACLE_LOG.rsplit("/", 1)[0])
+    made = await sandbox.exec(f"mkdir -p {logs} && chmod 777 {logs}", cwd="/", user=sandbox.admin_user, timeout_s=60)
+    if made.return_code != 0:
+        raise SandboxError(f"the oracle's log folder could not be made: {made.stderr.strip()}")
+    env = {"DEBIAN_FRONTEND": "noninteractive", **_solution_env(task)}
+    log = shlex.quote(ORACLE_LOG)
+    ran = await sandbox.exec(
+        f"({SOLUTION_DIR}/solve.sh) > {log} 2>&1; status=$?; tail -c {OUTPUT_TAIL_CHARS} {log}; exit $status",
+        cwd=sandbox.workdir,
+        env=env,
+        user=user,
+        timeout_s=ORACLE_TIMEOUT_SEC,
+    )
+    return OracleRun("solve.sh", None, ran.return_code, ran.stdout)
 
 
 def _solution_env(task: Task) -> Dict[str, str]:
@@ -139,8 +201,7 @@ async def validate_task(task: Task, open_sandbox: Callable[[Task, Path], Any]) -
     """Oracle then verification, for the task or each of its steps, in one sandbox.
 
     ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox. The
-    workspace starts empty: the oracle, not a solved ``workspace/`` folder, must earn the marks
-    (files a task starts with come from its image, so such tasks validate on ``--sandbox docker``).
+    workspace starts empty and is ``[agent].user``'s (see the module's docstring).
     """
     result = TaskResult(task.id)
     steps: List[Optional[str]] = [step.name for step in task.steps] or [None]
@@ -149,11 +210,21 @@ async def validate_task(task: Task, open_sandbox: Callable[[Task, Path], Any]) -
         workspace.mkdir()
         try:
             async with open_sandbox(task, workspace) as sandbox:
+                if task.agent_user is not None and not sandbox_option(sandbox, "single_user", False):
+                    owner = shlex.quote(str(task.agent_user))
+                    handed = await sandbox.exec(
+                        f"chown {owner} {shlex.quote(sandbox.workdir)}", cwd="/", user=sandbox.admin_user, timeout_s=60
+                    )
+                    if handed.return_code != 0:
+                        message = handed.stderr.strip()
+                        raise SandboxError(f"the working directory could not be handed to {owner}: {message}")
                 for step in steps:
-                    oracle, response = await run_oracle(task, step, sandbox)
-                    plan = plan_verification(task, step=step, response=response)
+                    if step is not None:
+                        await prepare_step(task, step, sandbox)
+                    oracle = await run_oracle(task, step, sandbox)
+                    plan = plan_verification(task, step=step, response=oracle.response)
                     outcome = await run_verification(plan, sandbox)
-                    result.steps.append(StepResult(step, oracle, outcome))
+                    result.steps.append(StepResult(step, oracle.kind, outcome, "", oracle.status, oracle.output))
                     if not result.steps[-1].passed:
                         break
         except (TaskError, SandboxError) as error:

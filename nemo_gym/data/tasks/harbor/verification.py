@@ -34,7 +34,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     deferred,
     grading_command,
 )
-from nemo_gym.data.tasks.harbor.redaction import redact
+from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
 from nemo_gym.data.tasks.harbor.rewards import UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
@@ -69,8 +69,9 @@ STDOUT_TAIL_BYTES = 64 * 1024
 REDACTION_MARGIN_BYTES = 16 * 1024
 MAX_REWARD_BYTES = 1 << 20
 MAX_REPORT_CHARS = MAX_REWARD_BYTES + 4096  # one line: reward.json's text and its HMAC
-# All the results of one run: two reward files, the report, the tail and some bookkeeping.
-MAX_RESULTS_BYTES = 4 << 20
+# All the results of one run: two reward files, the report, the tail, the verifier's other output
+# files (8 MiB at most) and some bookkeeping.
+MAX_RESULTS_BYTES = 16 << 20
 # Process-wide counts of masked samples (by reason) and of results something tampered with.
 MASKS: Counter[str] = Counter()
 TAMPERING: Counter[str] = Counter()
@@ -88,6 +89,10 @@ class VerificationOutcome:
     mask_reason: Optional[str] = None
     detail: str = ""
     stdout: str = ""
+    timed_out: bool = False
+    # What the verifier left in /logs/verifier besides test-stdout.txt, by path (reward.json,
+    # reward.txt, ctrf.json, ...), within collected.py's caps; secrets redacted.
+    files: Dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -219,9 +224,10 @@ def plan_verification(
 
 
 def _is_admin(user: Optional[User], sandbox: Sandbox) -> bool:
-    """Whether ``user`` is the sandbox's admin (root, by name or uid) or stands for it."""
+    """Whether ``user`` is the sandbox's admin (root, by name or uid) or stands for it (a sandbox with
+    one uid for every name, ``single_user``)."""
     admin = sandbox.admin_user
-    if user is None:
+    if user is None or sandbox_option(sandbox, "single_user", False):
         return True
     names = {str(admin), *(("root", "0", "0:0", "root:root") if str(admin) in ("root", "0") else ())}
     return str(user) in names
@@ -424,13 +430,21 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
         if note is not None:
             LOGGER.warning("a verifier's result was tampered with: %s", note)
             TAMPERING[note.split(":")[0]] += 1
+    kept = {name: data for name, data in collected.files.items() if name in ("reward.json", "reward.txt")}
+    kept.update(collected.outputs)
+    detail = reward.detail
+    if collected.skipped:
+        note = f"{collected.skipped} other file(s) in /logs/verifier were not kept (too many, too large or oddly named)"
+        detail = f"{detail}; {note}" if detail else note
     return VerificationOutcome(
         reward=reward.reward,
         metrics=reward.metrics,
         reward_components=reward.reward_components,
         failure_kind=reward.failure_kind,
-        detail=reward.detail,
+        detail=detail,
         stdout=stdout,
+        timed_out=timed_out,
+        files={name: redact_bytes(data, plan.secrets) for name, data in kept.items()},
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
+from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
 try:
     import docker
@@ -23,7 +24,6 @@ except ImportError:  # pragma: no cover - exercised only without the optional ex
     docker = None
 
 T = TypeVar("T")
-DEFAULT_WORKDIR = "/workspace"
 
 
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -43,8 +43,10 @@ def _single_file_tar(data: bytes, name: str) -> bytes:
 class DockerSandbox:
     """A container of ``image``; use it as an async context manager (``close`` removes it).
 
-    ``workspace`` (a host folder) is copied into ``workdir`` when the container starts; ``volumes``
-    are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
+    ``workspace`` (a host folder) is copied into ``workdir`` when the container starts: the task's
+    working directory, else the image's ``WORKDIR``, else ``DEFAULT_WORKDIR``. ``mounts`` copies more
+    host folders in (``{sandbox_path: host_folder}``: the agent's state beyond the workspace);
+    ``volumes`` are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
     """
 
     admin_user: Optional[User] = "root"
@@ -64,6 +66,7 @@ class DockerSandbox:
         volumes: Optional[Dict[str, Dict[str, str]]] = None,
         labels: Optional[Mapping[str, str]] = None,
         client: Any = None,
+        mounts: Optional[Mapping[str, Path]] = None,
     ) -> None:
         if docker is None and client is None:
             raise SandboxError(
@@ -71,7 +74,9 @@ class DockerSandbox:
             )
         self.image = image
         self.workspace = workspace
-        self.workdir = workdir or DEFAULT_WORKDIR
+        self._declared_workdir = workdir
+        self.workdir = workdir or DEFAULT_WORKDIR  # the image's WORKDIR, once the container runs
+        self._mounts = {path: Path(host) for path, host in (mounts or {}).items()}
         self._env = dict(env or {})
         self._volumes = dict(volumes or {})
         self._labels = {"nemo-gym.sandbox": "1", **(labels or {})}
@@ -109,15 +114,20 @@ class DockerSandbox:
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
         config = (getattr(self._container, "attrs", None) or {}).get("Config") or {}
         self.environment = dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry)
+        image_workdir = config.get("WorkingDir") or ""
+        if not self._declared_workdir and image_workdir not in ("", "/"):
+            self.workdir = image_workdir
         configured = config.get("User") or ""
         self.default_user = configured if configured not in ("", "root", "0", "0:0", "root:root") else None
         made = await self._exec_argv(
-            ["mkdir", "-p", self.workdir], cwd="/", env=None, timeout_s=60, user=self.admin_user
+            ["mkdir", "-p", self.workdir, *self._mounts], cwd="/", env=None, timeout_s=60, user=self.admin_user
         )
         if made.return_code != 0:
             raise SandboxError(f"cannot create the working directory {self.workdir}: {made.stdout.strip()}")
         if self.workspace is not None:
             await self._put_folder(Path(self.workspace), self.workdir)
+        for path, host in self._mounts.items():  # copies: the sandbox never writes back to the host
+            await self._put_folder(host, path)
 
     async def close(self) -> None:
         if self._container is not None:

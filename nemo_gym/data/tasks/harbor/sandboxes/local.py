@@ -29,7 +29,7 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     MAX_EXEC_OUTPUT_BYTES,
@@ -126,6 +126,22 @@ def _host_binds() -> List[str]:
     return arguments
 
 
+def _make_room(path: str, layered: List[str]) -> List[str]:
+    """What lets bwrap create a mount point at ``path`` when the host has none there: its deepest
+    ancestor that exists on the (read-only) host becomes a tmpfs with the host's entries bound
+    back. Nothing when the path exists, or when bwrap creates it in its own root or a writable
+    folder of the sandbox."""
+    if os.path.lexists(path):
+        return []
+    parent = posixpath.dirname(path)
+    while parent != "/" and not os.path.lexists(parent):
+        parent = posixpath.dirname(parent)
+    writable = ("/tmp", "/tests", "/logs", "/solution", *_TMPFS, *layered)
+    if parent == "/" or any(parent == folder or parent.startswith(folder + "/") for folder in writable):
+        return []
+    return _layered(parent)
+
+
 def _real_folder(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
@@ -145,7 +161,16 @@ def _layered(folder: str) -> List[str]:
 
 
 class LocalSandbox:
-    """A sandbox on this machine; use it as an async context manager (``close`` removes its folders)."""
+    """A sandbox on this machine; use it as an async context manager (``close`` removes its folders).
+
+    ``workdir`` is where the workspace sits inside (the task's working directory, e.g. ``/app``;
+    by default, and always without bubblewrap, its own host path); ``mounts`` maps more sandbox
+    paths to host folders (the agent's state beyond the workspace, e.g. ``/logs/artifacts``);
+    ``users`` are the user names the task names (``[agent].user``, ``[verifier].user``). As root, a
+    name the host lacks gets a uid of its own in the sandbox's private ``/etc/passwd``, never the
+    host's; as any other user, every name is the caller (``single_user``: an unprivileged caller
+    cannot give a sandbox more uids than its own).
+    """
 
     supports_user_groups = False
 
@@ -155,14 +180,28 @@ class LocalSandbox:
         *,
         env: Optional[Mapping[str, str]] = None,
         isolate: Optional[bool] = None,
+        workdir: Optional[str] = None,
+        mounts: Optional[Mapping[str, Path]] = None,
+        users: Iterable[User] = (),
     ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxError(f"the workspace {workspace} is not a folder")
         self.isolated = namespaces_available() if isolate is None else isolate
+        if mounts and not self.isolated:
+            raise SandboxError("placing folders at sandbox paths needs bubblewrap (apt-get install bubblewrap)")
+        self._mounts: Dict[str, Path] = {}
+        for path, host in (mounts or {}).items():
+            if not path.startswith("/") or not Path(host).is_dir():
+                raise SandboxError(f"the mount {host}:{path} needs an existing host folder and an absolute path")
+            self._mounts[posixpath.normpath(path)] = Path(host).resolve()
         self._root = Path(tempfile.mkdtemp(prefix="nemo-gym-sandbox-"))
-        for folder in ("tests", "logs/verifier", "tmp"):
+        for folder in ("tests", "logs/verifier", "tmp", "solution", "etc"):
             (self._root / folder).mkdir(parents=True)
+        self.single_user = os.getuid() != 0
+        self._users: Dict[str, Tuple[int, int, str]] = {}  # names the host lacks: uid, gid, home
+        for user in users:
+            self.add_user(user)
         self._env = dict(env or {})
         self.environment: Dict[str, str] = {**base_env(), **self._env}  # what every command inherits
         self.admin_user: Optional[User] = _caller()[0]  # its folders are the caller's own
@@ -174,7 +213,39 @@ class LocalSandbox:
             self.tests_dir = str(self._root / "tests")
             self.logs_dir = str(self._root / "logs" / "verifier")
             self.tmp_dir = str(self._root / "tmp")
-        self.workdir = str(self.workspace)
+        # Without a namespace the workspace can only be where it is on the host.
+        self.workdir = posixpath.normpath(workdir) if workdir and self.isolated else str(self.workspace)
+
+    def add_user(self, user: User) -> None:
+        """Makes ``user`` exist in the sandbox (see the class docstring); a uid needs nothing."""
+        name = str(user).partition(":")[0]
+        if self.single_user or not name or name.isdigit() or name in self._users:
+            return
+        try:
+            pwd.getpwnam(name)
+            return
+        except KeyError:
+            pass
+        taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for uid, _, _ in self._users.values()}
+        uid = next(number for number in range(1000, 60000) if number not in taken)
+        self._users[name] = (uid, uid, f"/home/{name}")
+        (self._root / "home" / name).mkdir(parents=True, exist_ok=True)
+        os.chown(self._root / "home" / name, uid, uid)
+        self._write_user_files()
+
+    def _write_user_files(self) -> None:
+        with open("/etc/passwd", encoding="utf-8", errors="surrogateescape") as handle:
+            passwd = handle.read().rstrip("\n").split("\n")
+        try:
+            with open("/etc/group", encoding="utf-8", errors="surrogateescape") as handle:
+                group = handle.read().rstrip("\n").split("\n")
+        except OSError:
+            group = []
+        for name, (uid, gid, home) in sorted(self._users.items()):
+            passwd.append(f"{name}:x:{uid}:{gid}::{home}:/bin/bash")
+            group.append(f"{name}:x:{gid}:")
+        for file, lines in (("passwd", passwd), ("group", group)):
+            (self._root / "etc" / file).write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
 
     async def __aenter__(self) -> LocalSandbox:
         return self
@@ -188,14 +259,19 @@ class LocalSandbox:
     def host_path(self, sandbox_path: str) -> Path:
         """The host path behind a sandbox path; only the sandbox's folders and the workspace."""
         path = os.path.normpath(sandbox_path)
-        mounts = {self.tests_dir: "tests", self.logs_dir: "logs/verifier", self.tmp_dir: "tmp"}
+        mounts: Dict[str, Path] = {
+            self.tests_dir: self._root / "tests",
+            self.logs_dir: self._root / "logs" / "verifier",
+            self.tmp_dir: self._root / "tmp",
+            self.workdir: self.workspace,
+        }
         if self.isolated:
-            mounts["/logs"] = "logs"
+            mounts["/logs"] = self._root / "logs"
+            mounts["/solution"] = self._root / "solution"
+            mounts.update(self._mounts)
         for prefix, folder in sorted(mounts.items(), key=lambda item: -len(item[0])):
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                return self._root / folder / os.path.relpath(path, prefix)
-        if path == self.workdir or path.startswith(self.workdir + "/"):
-            return Path(path)
+                return folder / os.path.relpath(path, prefix)
         raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace")
 
     def _command(
@@ -212,8 +288,16 @@ class LocalSandbox:
             capabilities = ["--cap-drop", "ALL"]
             for capability in _CAPABILITIES:
                 capabilities += ["--cap-add", capability]
-        folders = dict.fromkeys((*_LAYERED, _caller()[1]))
+        folders = dict.fromkeys((*_LAYERED, _caller()[1], *(("/home",) if self._users else ())))
         layered = [argument for folder in folders for argument in _layered(folder)]
+        placed = [(self.workdir, self.workspace), *self._mounts.items()]
+        for name, (_, _, home) in self._users.items():
+            placed.append((home, self._root / "home" / name))
+        room = [argument for path, _ in placed for argument in _make_room(path, list(folders))]
+        binds = [argument for path, host in placed for argument in ("--bind", str(host), path)]
+        if self._users:
+            for file in ("passwd", "group"):
+                binds += ["--ro-bind", str(self._root / "etc" / file), f"/etc/{file}"]
         return [
             host_tool("bwrap"),
             *_host_binds(),
@@ -224,7 +308,9 @@ class LocalSandbox:
             "--bind", str(self._root / "tmp"), "/tmp",
             "--bind", str(self._root / "tests"), "/tests",
             "--bind", str(self._root / "logs"), "/logs",
-            "--bind", str(self.workspace), str(self.workspace),
+            "--bind", str(self._root / "solution"), "/solution",
+            *room,
+            *binds,
             "--unshare-pid",
             "--die-with-parent",
             *capabilities,
@@ -238,6 +324,12 @@ class LocalSandbox:
         ]  # fmt: skip
 
     def _as_user(self, user: User) -> List[str]:
+        if self.single_user:
+            return []  # every name is the caller here (see the class docstring)
+        name, _, _ = str(user).partition(":")
+        if name in self._users:
+            uid, gid, _ = self._users[name]
+            return [host_tool("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
         try:
             entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
         except KeyError:
@@ -262,6 +354,8 @@ class LocalSandbox:
     ) -> ExecResult:
         if isinstance(user, str) and ":" in user:
             raise SandboxError(f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only")
+        if user is not None:
+            self.add_user(user)
         directory = cwd or self.workdir
         environment: Dict[str, str] = {**self.environment, **(env or {})}
         if not self.isolated:

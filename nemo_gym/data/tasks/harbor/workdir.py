@@ -1,0 +1,84 @@
+"""Where a task's working directory is: the folder the agent works in and ``test.sh`` runs from.
+
+Real Harbor tasks read and write absolute paths such as ``/app/answer.txt``: the ``WORKDIR`` their
+``environment/Dockerfile`` sets. Both sandboxes put the workspace there, and publishing for Harbor
+makes the published environment have it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
+
+if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.task import Task
+
+# Where the workspace sits when neither task.toml, nor environment/Dockerfile, nor the image names
+# a working directory: Gym's examples' choice, and the one publishing writes into the Dockerfile.
+DEFAULT_WORKDIR = "/workspace"
+
+_INSTRUCTION = re.compile(r"^\s*(FROM|WORKDIR)\s+(.*?)\s*$", re.IGNORECASE)
+
+
+def _logical_lines(text: str) -> List[str]:
+    """The Dockerfile's instructions, with continuation lines joined and comments dropped."""
+    lines: List[str] = []
+    current = ""
+    for raw in text.splitlines():
+        if raw.lstrip().startswith("#"):
+            continue
+        if raw.rstrip().endswith("\\"):
+            current += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(current + raw)
+        current = ""
+    if current:
+        lines.append(current)
+    return lines
+
+
+def dockerfile_workdir(text: str) -> Optional[str]:
+    """The ``WORKDIR`` the final stage of a Dockerfile ends in, or ``None`` when it sets none or one
+    that names a variable (only the build knows it). A relative ``WORKDIR`` joins the one before."""
+    workdir: Optional[str] = None
+    for line in _logical_lines(text):
+        match = _INSTRUCTION.match(line)
+        if match is None:
+            continue
+        if match.group(1).upper() == "FROM":
+            workdir = None  # a new stage starts from its base image's working directory
+            continue
+        value = match.group(2).strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        if not value or "$" in value:
+            return None
+        workdir = posixpath.normpath(posixpath.join(workdir or "/", value))
+    return workdir
+
+
+def declared_workdir(task: Task) -> Optional[str]:
+    """The working directory the task names: ``[environment].workdir``, else the ``WORKDIR`` of its
+    ``environment/Dockerfile``; ``None`` when it names none (the image's own then applies, else
+    ``DEFAULT_WORKDIR``)."""
+    if task.environment.workdir:
+        return task.environment.workdir
+    dockerfile = Path(task.path) / "environment" / "Dockerfile"
+    try:
+        text = dockerfile.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return dockerfile_workdir(text)
+
+
+def working_directory(task: Task, image_workdir: Optional[str] = None) -> str:
+    """Where the workspace sits: the task's declared working directory, else the image's own
+    ``WORKDIR`` (when the sandbox knows it and it is not ``/``), else ``DEFAULT_WORKDIR``."""
+    declared = declared_workdir(task)
+    if declared:
+        return declared
+    if image_workdir and image_workdir != "/":
+        return image_workdir
+    return DEFAULT_WORKDIR
