@@ -74,7 +74,7 @@ def test_the_workspace_sits_at_the_dockerfiles_workdir(tmp_path, capsys):
 
 def test_without_a_declared_workdir_the_workspace_sits_at_the_default(tmp_path, capsys):
     task = write(tmp_path / "task", {"tests/test.sh": "pwd; echo 1 > /logs/verifier/reward.txt\n"})
-    status, out, _ = gym(capsys, "verify", task, "--json")
+    _, out, _ = gym(capsys, "verify", task, "--json")
     assert json.loads(out.splitlines()[-1])["stdout"].strip() == DEFAULT_WORKDIR
 
 
@@ -83,7 +83,7 @@ def test_a_workdir_under_a_host_folder_gets_room_made(tmp_path, capsys):
     files = dict(APP_TASK, **{"task.toml": '[environment]\nworkdir = "/usr/src/app"\n'})
     files["tests/test.sh"] = 'pwd; [ "$(cat answer.txt)" = 42 ] && echo 1 > /logs/verifier/reward.txt\n'
     task = write(tmp_path / "task", files)
-    status, out, _ = gym(capsys, "verify", task, "--workspace", write(tmp_path / "ws", {"answer.txt": "42"}), "--json")
+    _, out, _ = gym(capsys, "verify", task, "--workspace", write(tmp_path / "ws", {"answer.txt": "42"}), "--json")
     report = json.loads(out.splitlines()[-1])
     assert (report["reward"], report["stdout"].strip()) == (1.0, "/usr/src/app"), report
 
@@ -98,7 +98,7 @@ def test_the_users_a_task_names_exist_in_the_sandbox_only(tmp_path, capsys):
             "tests/test.sh": "id -un; id -un harbor-agent; echo 1 > /logs/verifier/reward.txt\n",
         },
     )
-    status, out, _ = gym(capsys, "verify", task, "--json")
+    _, out, _ = gym(capsys, "verify", task, "--json")
     report = json.loads(out.splitlines()[-1])
     assert report["reward"] == 1.0 and report["stdout"].split() == ["harbor-checker", "harbor-agent"], report
     assert "harbor-checker" not in Path("/etc/passwd").read_text()
@@ -109,7 +109,7 @@ def test_the_agents_artifacts_and_other_mounts_reach_the_verifier(tmp_path, caps
     state = write(tmp_path / "state", {"db.txt": "rows=3"})
     script = '[ "$(cat /logs/artifacts/result.txt)" = done ] && [ "$(cat /var/lib/app/db.txt)" = rows=3 ] && echo 1 > /logs/verifier/reward.txt\n'
     task = write(tmp_path / "task", {"tests/test.sh": script})
-    status, out, _ = gym(capsys, "verify", task, "--artifacts", artifacts, "--mount", f"{state}:/var/lib/app", "--json")
+    _, out, _ = gym(capsys, "verify", task, "--artifacts", artifacts, "--mount", f"{state}:/var/lib/app", "--json")
     assert json.loads(out.splitlines()[-1])["reward"] == 1.0, out
 
 
@@ -130,7 +130,7 @@ def test_the_verifiers_other_files_come_back(tmp_path, capsys):
     """
     task = write(tmp_path / "task", {"tests/test.sh": script})
     out_dir = tmp_path / "logs-out"
-    status, out, _ = gym(capsys, "verify", task, "--json", "--logs-out", out_dir)
+    _, out, _ = gym(capsys, "verify", task, "--json", "--logs-out", out_dir)
     report = json.loads(out.splitlines()[-1])
     assert report["files"] == {"ctrf.json": 13, "junit/report.xml": 7, "reward.json": 14}, report
     assert "1 other file(s) in /logs/verifier were not kept" in report["detail"]
@@ -141,7 +141,7 @@ def test_the_verifiers_other_files_come_back(tmp_path, capsys):
 
 def test_a_timeout_is_reported_and_a_reward_written_before_it_stands(tmp_path, capsys):
     task = write(tmp_path / "task", {"tests/test.sh": "echo 0.5 > /logs/verifier/reward.txt\nsleep 30\n"})
-    status, out, _ = gym(capsys, "verify", task, "--timeout", "1", "--json")
+    _, out, _ = gym(capsys, "verify", task, "--timeout", "1", "--json")
     report = json.loads(out.splitlines()[-1])
     assert (report["reward"], report["timed_out"], report["failure_kind"]) == (0.5, True, None), report
 
