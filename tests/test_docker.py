@@ -170,3 +170,40 @@ def test_a_planted_reward_is_emptied_before_the_run(docker_client, tmp_path):
     outcome = asyncio.run(run())
     assert outcome.failure_kind == MISSING_REWARD
     assert outcome.stdout.split() == ["test-stdout.txt"]
+
+
+def test_the_workspace_sits_at_the_tasks_or_the_images_workdir(docker_client, tmp_path):
+    from images import _built
+
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
+
+    image = _built(
+        docker_client, "nemo-gym-test/workdir-srv:1", f"FROM {base_image(docker_client)}\nWORKDIR /srv/app\n"
+    )
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "answer.txt").write_text("42")
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "done").write_text("yes")
+    plain = tmp_path / "plain"
+    (plain / "tests").mkdir(parents=True)
+    (plain / "tests" / "test.sh").write_text(
+        'pwd\n[ "$(cat answer.txt)" = 42 ] && [ "$(cat /logs/artifacts/done)" = yes ] && echo 1 > /logs/verifier/reward.txt\n'
+    )
+    declared = tmp_path / "declared"
+    (declared / "tests").mkdir(parents=True)
+    (declared / "tests" / "test.sh").write_text((plain / "tests" / "test.sh").read_text())
+    (declared / "environment").mkdir()
+    (declared / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /app\n")
+
+    async def run(task_dir: Path) -> VerificationOutcome:
+        task = load_task(task_dir)
+        mounts = {"/logs/artifacts": artifacts}
+        async with open_task_sandbox(task, workspace, kind="docker", image=image, mounts=mounts) as sandbox:
+            return await run_verification(plan_verification(task), sandbox)
+
+    from_image = asyncio.run(run(plain))
+    from_dockerfile = asyncio.run(run(declared))
+    assert (from_image.reward, from_image.stdout.strip()) == (1.0, "/srv/app"), from_image
+    assert (from_dockerfile.reward, from_dockerfile.stdout.strip()) == (1.0, "/app"), from_dockerfile
