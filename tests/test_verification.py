@@ -370,3 +370,25 @@ def test_a_python_verifier_runs_without_a_private_namespace(tmp_path):
             return await run_verification(plan, sandbox)
 
     assert asyncio.run(run()).reward == 1.0
+
+
+def test_a_namespace_that_bubblewrap_could_not_set_up_is_tried_again(tmp_path, monkeypatch):
+    # The Docker engine mounting under /var while bwrap binds it read-only makes bwrap fail before
+    # anything runs; the local sandbox starts the command again rather than fail the run.
+    if not namespaces_available():
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run)")
+    real = LocalSandbox._run
+    failures = ["bwrap: Can't bind mount /oldroot/var on /newroot/var: Invalid argument\n"] * 2
+
+    async def flaky(self: LocalSandbox, *args: Any) -> ExecResult:
+        if failures:
+            return ExecResult("", failures.pop(), 1)
+        return await real(self, *args)
+
+    monkeypatch.setattr(LocalSandbox, "_run", flaky)
+
+    async def run() -> ExecResult:
+        async with LocalSandbox(tmp_path) as sandbox:
+            return await sandbox.exec("echo ran")
+
+    assert asyncio.run(run()) == ExecResult("ran\n", "", 0) and failures == []

@@ -41,6 +41,8 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
+# How often a command is started when bubblewrap fails to set its namespace up (see exec).
+_SETUP_ATTEMPTS = 3
 # Empty and writable, as in a fresh container. /run hides the host's sockets (the Docker engine's, the
 # system bus): a read-only bind does not stop a connect().
 _TMPFS = ("/var/tmp", "/dev/shm", "/run", "/var/run")
@@ -360,11 +362,23 @@ class LocalSandbox:
         environment: Dict[str, str] = {**self.environment, **(env or {})}
         if not self.isolated:
             environment["TMPDIR"] = self.tmp_dir
+        argv = self._command(command, directory, user, clean_shell, environment)
+        for _ in range(_SETUP_ATTEMPTS - 1):
+            result = await self._run(argv, directory, environment, timeout_s)
+            if not (self.isolated and result.return_code == 1 and result.stderr.startswith("bwrap: ")):
+                return result
+            # bubblewrap could not set the namespace up (a mount of the host changing under its
+            # recursive read-only bind, as the Docker engine's do): nothing ran, so try again.
+        return await self._run(argv, directory, environment, timeout_s)
+
+    async def _run(
+        self, argv: List[str], directory: str, environment: Mapping[str, str], timeout_s: Optional[float]
+    ) -> ExecResult:
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._command(command, directory, user, clean_shell, environment),
+                *argv,
                 cwd=directory if not self.isolated else None,
-                env=environment if not self.isolated else {"PATH": os.environ.get("PATH", os.defpath)},
+                env=dict(environment) if not self.isolated else {"PATH": os.environ.get("PATH", os.defpath)},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
