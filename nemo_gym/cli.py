@@ -143,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--harbor", action="store_true", required=True, help="a copy that stock Harbor grades")
     publish.add_argument("dataset", metavar="DATASET", type=Path, help="the dataset folder")
     publish.add_argument("out", metavar="OUT", type=Path, help="a new folder to write the copy into")
+    publish.add_argument(
+        "--base-image",
+        metavar="IMAGE",
+        help="the image a task without docker_image or environment/Dockerfile starts FROM (default python:3.12-slim)",
+    )
     validate = dataset.add_parser("validate", help="run each task's oracle and check it scores full marks")
     validate.add_argument("dataset", metavar="DATASET", type=Path, help="the dataset folder")
     validate.add_argument(
@@ -261,10 +266,15 @@ def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
     if args.dataset_command == "publish":
         from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
 
+        options = {} if args.base_image is None else {"base_image": args.base_image}
         try:
-            published = publish_for_harbor(args.dataset, args.out)
+            published = publish_for_harbor(args.dataset, args.out, **options)
         except PublishError as error:
-            raise CommandError(str(error)) from None
+            header = str(error).splitlines()[0] if str(error) else "the dataset cannot be published"
+            print(f"gym: {_one_line(header)}", file=sys.stderr)
+            for problem in error.problems:  # one line per reason, the tasks grouped
+                print(f"  {_one_line(str(problem))}", file=sys.stderr)
+            return 1
         print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}")
         return 0
     return guard.run(lambda: _validate(args))
@@ -279,6 +289,10 @@ async def _validate(args: argparse.Namespace) -> int:
 
     dataset = load_dataset(args.dataset)
     open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image)
+    from nemo_gym.data.tasks.harbor.publishing import publish_problems
+
+    for problem in publish_problems(args.dataset):  # validating is where an author learns it early
+        print(f"warning: cannot publish for Harbor: {_one_line(str(problem))}", flush=True)
 
     results: List[TaskResult] = []
     total = len(dataset.task_ids)

@@ -86,9 +86,6 @@ def run_shim(tmp_path: Path, python_bin: Path) -> Callable[..., ShimRun]:
     return run
 
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
 @pytest.fixture(scope="session")
 def docker_client():
     """A Docker client; without an engine the test is skipped, or fails under NEMO_GYM_REQUIRE_DOCKER=1."""

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The shipped examples (the README's and the suite's).
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
 
 def make_bin(folder: Path, **links: str) -> Path:
     """A folder of symlinks (name -> target) to build a PATH from."""

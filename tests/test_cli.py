@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
-from conftest import EXAMPLES
+from support import EXAMPLES
 
 GYM = str(Path(sys.executable).parent / "gym")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import pytest
-from conftest import EXAMPLES
 from images import LABEL, base_image, python_image, stripped_image
+from support import EXAMPLES
 
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, Optional
 
 import pytest
-from conftest import EXAMPLES
 from images import LABEL, users_image
+from support import EXAMPLES
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 from nemo_gym.data.tasks.harbor.task import load_task

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
 import pytest
-from conftest import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import EXAMPLES
 
 from nemo_gym.cli import main
 from nemo_gym.data.tasks.harbor.publishing import declares_response

@@ -13,20 +13,32 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Dict, List
 
-import pytest
-from conftest import EXAMPLES
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.8-3.10 by the nox matrix
+    import tomli as tomllib
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import EXAMPLES, make_bin
+
+from nemo_gym.data.tasks.harbor._toml_edit import Edit, TomlEditError, edit_toml
 from nemo_gym.data.tasks.harbor.publishing import (
+    DEFAULT_BASE_IMAGE,
     PublishError,
+    PublishProblem,
     declares_response,
     publication,
     publish_for_harbor,
+    publish_problems,
     solve_script,
 )
 from nemo_gym.data.tasks.harbor.rewards import read_reward
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.task import Task, load_dataset
 from nemo_gym.data.tasks.harbor.validation import validate_task
+from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 
 GYM = str(Path(sys.executable).parent / "gym")
 
@@ -107,9 +119,11 @@ def test_a_mixed_dataset_is_refused_whole(tmp_path):
     with pytest.raises(PublishError) as raised:
         publish_for_harbor(dataset, out)
     message = str(raised.value)
-    assert "refused 2 task(s), nothing written" in message
-    assert "separate: a Python verifier in separate mode" in message
-    assert "responder: verify declares `response`" in message
+    assert message.splitlines()[0] == "refused 2 task(s), nothing written:"
+    assert "\n  separate: a Python verifier in separate mode" in message
+    assert "\n  responder: verify declares `response`" in message
+    assert len(message.splitlines()) == 3  # a line per reason
+    assert [problem.task_ids for problem in raised.value.problems] == [("responder",), ("separate",)]
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["ds"]  # nothing half-written
     result = subprocess.run(
         [GYM, "dataset", "publish", "--harbor", str(dataset), str(out)], stderr=subprocess.PIPE, text=True
@@ -155,7 +169,14 @@ def test_what_a_published_task_holds(tmp_path):
     assert (out / "good" / "solution" / "solve.sh").stat().st_mode & 0o111
     for name in ("tests/test.sh", "solution/solve.sh", "instruction.md"):  # a plain test.sh task: unchanged
         assert (out / "shell" / name).read_bytes() == (dataset / "shell" / name).read_bytes()
-    assert (out / "good" / "task.toml").read_bytes() == (dataset / "good" / "task.toml").read_bytes()
+    # The author's text, with the working directory the generated Dockerfile makes added.
+    assert (
+        out / "good" / "task.toml"
+    ).read_text() == '[verifier]\ntimeout_sec = 30\n\n[environment]\nworkdir = "/workspace"\n'
+    assert (out / "good" / "environment" / "Dockerfile").read_text().splitlines()[1:] == [
+        f"FROM {DEFAULT_BASE_IMAGE}",
+        "WORKDIR /workspace",
+    ]
 
 
 def test_a_root_verifier_is_copied_into_each_task_and_rows_become_tasks(tmp_path):
@@ -164,7 +185,9 @@ def test_a_root_verifier_is_copied_into_each_task_and_rows_become_tasks(tmp_path
         {
             "verifier.py": "def verify(task_data, workspace):\n    return 1\n",
             "a/task_data.json": '{"x": 1}',
+            "a/instruction.md": "A.",
             "b/task_data.json": '{"x": 2}',
+            "b/instruction.md": "B.",
         },
     )
     files, refusals = publication(dataset)
@@ -177,14 +200,534 @@ def test_a_root_verifier_is_copied_into_each_task_and_rows_become_tasks(tmp_path
         tmp_path / "rows",
         {
             "verifier.py": "def verify(task_data):\n    return 1\n",
-            "rows.jsonl": '{"id": "paris", "instruction": "Capital of France?", "answer": "Paris"}\n{"answer": "Rome"}\n',
+            "rows.jsonl": '{"id": "paris", "instruction": "Capital of France?", "answer": "Paris"}\n'
+            '{"instruction": "Capital of Italy?", "answer": "Rome"}\n',
         },
     )
     files, refusals = publication(rows)
     assert refusals == [] and "rows.jsonl" not in files
     assert json.loads(files["paris/tests/task_data.json"].data)["answer"] == "Paris"
     assert files["paris/instruction.md"].data == b"Capital of France?"
-    assert json.loads(files["row-2/tests/task_data.json"].data) == {"answer": "Rome"}
+    assert json.loads(files["row-2/tests/task_data.json"].data) == {
+        "instruction": "Capital of Italy?",
+        "answer": "Rome",
+    }
+    assert not any(name.startswith(("a/task_data.json", "b/task_data.json")) for name in files)  # Gym's own
+
+
+# --- what a published task holds: a whole folder stock Harbor starts -------------------------------
+
+
+def published_files(out: Path, task_id: str) -> List[str]:
+    """The published task's files, the SDK folder of the shim counted once."""
+    folder = out / task_id
+    return sorted(
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file() and "nemo_gym" not in path.relative_to(folder).parts
+    )
+
+
+SHIM_NAMES = ["_gym_channel.py", "_gym_runner.py", "_gym_runner_rare.py", "gym_runner.py", "task_data.json", "test.sh"]
+
+
+def test_a_task_without_its_own_environment_gets_a_dockerfile(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "t/task.toml": (
+                '# the author\'s comment\nschema_version = "1.3"\n\n[environment]\n'
+                'docker_image = "registry.example:5000/team/image:1.2"  # the image\ncpus = 2\n'
+            ),
+            "t/instruction.md": "Do it.",
+            "t/tests/verifier.py": "def verify(workspace):\n    return 1\n",
+            "t/workspace/start.txt": "begin\n",
+            "t/workspace/bin/run.sh": "#!/bin/sh\necho run\n",
+            "t/workspace/deep/er/data.bin": b"\x00\xff",
+        },
+    )
+    out = tmp_path / "out"
+    publish_for_harbor(dataset, out, base_image="never/used:1")
+    task = out / "t"
+    assert (task / "environment" / "Dockerfile").read_text() == (
+        "# Written by gym dataset publish --harbor: the task's image, working directory and users.\n"
+        "FROM registry.example:5000/team/image:1.2\n"
+        "WORKDIR /workspace\n"
+    )
+    # The docker_image line goes (Harbor would run the image and ignore the Dockerfile); the rest stays.
+    assert (task / "task.toml").read_text() == (
+        '# the author\'s comment\nschema_version = "1.3"\n\n[environment]\nworkdir = "/workspace"\ncpus = 2\n'
+    )
+    # workspace/ is Gym's sample of the agent's end state (what gym verify grades): never published,
+    # or every published task would start solved.
+    assert not (task / "workspace").exists() and not (task / "environment" / "workspace").exists()
+    assert published_files(out, "t") == sorted(
+        [
+            "environment/Dockerfile",
+            "instruction.md",
+            "task.toml",
+            "tests/verifier.py",
+            *(f"tests/{name}" for name in SHIM_NAMES),
+        ]
+    )
+
+
+def test_the_working_directory_is_the_tasks_and_the_base_image_the_default(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "app/task.toml": '[environment]\nworkdir = "/app"\n',
+            "app/instruction.md": "Do it.",
+            "app/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+            "app/workspace/a.txt": "a",
+            "bare/instruction.md": "Do it.",
+            "bare/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        },
+    )
+    publish_for_harbor(dataset, tmp_path / "default")
+    publish_for_harbor(dataset, tmp_path / "based", base_image="nemo-gym-test/base@sha256:" + "ab" * 32)
+    app = tmp_path / "default" / "app"
+    assert (app / "environment" / "Dockerfile").read_text().splitlines()[1:] == [
+        f"FROM {DEFAULT_BASE_IMAGE}",
+        "WORKDIR /app",
+    ]
+    assert (app / "task.toml").read_bytes() == (dataset / "app" / "task.toml").read_bytes()  # workdir kept
+    bare = tmp_path / "based" / "bare"
+    assert (bare / "environment" / "Dockerfile").read_text().splitlines()[1:] == [
+        "FROM nemo-gym-test/base@sha256:" + "ab" * 32,
+        "WORKDIR /workspace",
+    ]
+    assert (bare / "task.toml").read_text() == '[environment]\nworkdir = "/workspace"\n'  # a folder without one
+    assert (bare / "tests" / "test.sh").read_bytes() == (dataset / "bare" / "tests" / "test.sh").read_bytes()
+    with pytest.raises(PublishError, match="base image"):
+        publish_for_harbor(dataset, tmp_path / "bad", base_image="python:3.12 AS evil")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_task_with_its_own_environment_keeps_it(tmp_path):
+    own = {
+        "own/task.toml": '[environment]\ndocker_image = "prebuilt:1"\n',
+        "own/instruction.md": "Do it.",
+        "own/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        "own/environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /app\nCOPY start.txt /app/\n",
+        "own/environment/start.txt": "begin",
+        "own/workspace/solved.txt": "a sample of the agent's end state",
+    }
+    dataset = write(tmp_path / "ds", own)
+    out = tmp_path / "out"
+    publish_for_harbor(dataset, out)
+    for name in ("task.toml", "environment/Dockerfile", "environment/start.txt"):  # all unchanged
+        assert (out / "own" / name).read_bytes() == (dataset / "own" / name).read_bytes()
+    assert not (out / "own" / "workspace").exists()
+
+
+def test_the_users_a_task_names_are_made_and_its_agent_owns_the_workdir(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "t/task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n[environment]\nworkdir = "/app"\n',
+            "t/instruction.md": "Do it.",
+            "t/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+            "u/task.toml": "[agent]\nuser = 1000\n",
+            "u/instruction.md": "Do it.",
+            "u/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        },
+    )
+    publish_for_harbor(dataset, tmp_path / "out", base_image="base:1")
+    assert (tmp_path / "out" / "t" / "environment" / "Dockerfile").read_text().splitlines()[1:] == [
+        "FROM base:1",
+        "WORKDIR /app",
+        "RUN (id -u agent >/dev/null 2>&1 || useradd --create-home agent) && "
+        "(id -u grader >/dev/null 2>&1 || useradd --create-home grader) && chown agent /app",
+    ]
+    assert (tmp_path / "out" / "u" / "environment" / "Dockerfile").read_text().splitlines()[-1] == (
+        "RUN chown 1000 /workspace"
+    )
+
+
+def test_environments_publishing_cannot_map_are_refused(tmp_path):
+    sh = "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"
+    dataset = write(
+        tmp_path / "ds",
+        {
+            # Files for Harbor to upload into a prebuilt image's working directory: the image goes.
+            "loose/task.toml": '[environment]\ndocker_image = "prebuilt:1"\n',
+            "loose/instruction.md": "Do it.",
+            "loose/tests/test.sh": sh,
+            "loose/environment/start.txt": "begin",
+            # A separate verifier running in a copy of the [environment] publishing rewrites.
+            "inherits/task.toml": '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "prebuilt:1"\n',
+            "inherits/instruction.md": "Do it.",
+            "inherits/tests/test.sh": sh,
+            # ... but with its own [verifier.environment] it publishes.
+            "declares/task.toml": '[verifier.environment]\ndocker_image = "grader:1"\n[environment]\ndocker_image = "prebuilt:1"\n',
+            "declares/instruction.md": "Do it.",
+            "declares/tests/test.sh": sh,
+            # A table a line edit cannot reach.
+            "inline/task.toml": 'environment = { docker_image = "prebuilt:1" }\n',
+            "inline/instruction.md": "Do it.",
+            "inline/tests/test.sh": sh,
+            # A working directory a Dockerfile line cannot carry as written.
+            "spaced/task.toml": '[environment]\nworkdir = "/my work"\n',
+            "spaced/instruction.md": "Do it.",
+            "spaced/tests/test.sh": sh,
+        },
+    )
+    problems = {problem.task_ids: problem.reason for problem in publish_problems(dataset)}
+    assert problems.keys() == {("inherits",), ("inline",), ("loose",), ("spaced",)}
+    assert problems[("loose",)].startswith("environment/ holds files but no Dockerfile or docker-compose.yaml")
+    assert problems[("inherits",)].startswith("a separate verifier inherits [environment]")
+    assert problems[("inline",)].startswith("task.toml: ")
+    assert (
+        problems[("spaced",)]
+        == "the working directory '/my work' has characters publishing does not write into a Dockerfile"
+    )
+    files, _ = publication(dataset)
+    assert files["declares/task.toml"].data == (
+        b'[verifier.environment]\ndocker_image = "grader:1"\n[environment]\nworkdir = "/workspace"\n'
+    )
+
+
+def test_nothing_harbor_does_not_read_is_copied(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "dataset.toml": "timeout_multiplier = 1.0\n",
+            "README.md": "The dataset.",
+            "t/task.toml": '[environment]\nworkdir = "/workspace"\n[[steps]]\nname = "one"\n',
+            "t/instruction.md": "Ignored by Harbor for a multi-step task, but its packager keeps it.",
+            "t/README.md": "About the task.",
+            "t/trajectory.json": "{}",
+            "t/task_data.json": '{"x": 1}',
+            "t/response.json": '{"output": []}',
+            "t/notes.txt": "the author's notes",
+            "t/workspace/a.txt": "a",
+            "t/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+            "t/steps/one/instruction.md": "Step one.",
+            "t/steps/one/trajectory.json": "{}",
+            "t/steps/one/workdir/setup.sh": "#!/bin/bash\ntrue\n",
+            "t/steps/one/solution/answer.md": "one",
+            "t/steps/one/notes.txt": "the author's notes",
+            "t/steps/undeclared/instruction.md": "Not a step.",
+        },
+    )
+    out = tmp_path / "out"
+    publish_for_harbor(dataset, out)
+    assert sorted(path.name for path in out.iterdir()) == ["t"]  # no dataset.toml, README.md
+    assert published_files(out, "t") == [
+        "README.md",
+        "environment/Dockerfile",
+        "instruction.md",
+        "steps/one/instruction.md",
+        "steps/one/solution/solve.sh",
+        "steps/one/trajectory.json",
+        "steps/one/workdir/setup.sh",
+        "task.toml",
+        "tests/test.sh",
+        "trajectory.json",
+    ]
+
+
+def test_rows_become_complete_harbor_tasks(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "dataset.toml": "timeout_multiplier = 2.5\n",
+            "verifier.py": (
+                "from nemo_gym.verifiers.files import read_text\n"
+                "def verify(workspace, task_data):\n"
+                "    return float(read_text(workspace, 'answer.md').strip() == task_data['answer'])\n"
+            ),
+            "rows.jsonl": (
+                '{"id": "paris", "instruction": "Capital of France? Write it to answer.md.", "answer": "Paris", '
+                '"solution": "Paris\\n"}\n'
+                '{"instruction": "Capital of Italy?", "answer": "Rome"}\n'
+            ),
+        },
+    )
+    out = tmp_path / "out"
+    assert publish_for_harbor(dataset, out) == ["paris", "row-2"]
+    paris = out / "paris"
+    assert published_files(out, "paris") == sorted(
+        [
+            "environment/Dockerfile",
+            "instruction.md",
+            "solution/solve.sh",
+            "task.toml",
+            "tests/verifier.py",
+            *(f"tests/{name}" for name in SHIM_NAMES),
+        ]
+    )
+    assert (
+        paris / "task.toml"
+    ).read_text() == '[environment]\nworkdir = "/workspace"\n\n[verifier]\ntimeout_sec = 1500.0\n'
+    assert (paris / "instruction.md").read_text() == "Capital of France? Write it to answer.md."
+    assert (paris / "environment" / "Dockerfile").read_text().splitlines()[1:] == [
+        f"FROM {DEFAULT_BASE_IMAGE}",
+        "WORKDIR /workspace",
+    ]
+    assert (paris / "tests" / "verifier.py").read_bytes() == (dataset / "verifier.py").read_bytes()
+    assert json.loads((paris / "tests" / "task_data.json").read_text())["answer"] == "Paris"
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([str(paris / "solution" / "solve.sh")], cwd=work, check=True)  # the row's solution field
+    assert (work / "answer.md").read_bytes() == b"Paris\n"
+    assert not (out / "row-2" / "solution").exists()  # no solution field: no oracle, still a task
+
+
+def test_timeouts_carry_the_datasets_multiplier(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "dataset.toml": "timeout_multiplier = 2.0\n",
+            "single/task.toml": '[verifier]\ntimeout_sec = 30  # half a minute\n[environment]\nworkdir = "/w"\n',
+            "single/instruction.md": "Do it.",
+            "single/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+            "multi/task.toml": (
+                '[environment]\nworkdir = "/w"\n[verifier]\ntimeout_sec = 5.0\n\n'
+                '[[steps]]\nname = "a"\n[steps.verifier]\ntimeout_sec = 40\nenv = { A = "1" }\n\n'
+                '[[steps]]\nname = "b"\n'
+            ),
+            "multi/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+            "multi/steps/a/instruction.md": "A.",
+            "multi/steps/b/instruction.md": "B.",
+        },
+    )
+    files, refusals = publication(dataset)
+    assert refusals == []
+    assert files["single/task.toml"].data.decode() == '[verifier]\ntimeout_sec = 60.0\n[environment]\nworkdir = "/w"\n'
+    # Harbor never uses [verifier].timeout_sec for a step (and neither does Gym): each step's is set,
+    # its default being 600.
+    assert files["multi/task.toml"].data.decode() == (
+        '[environment]\nworkdir = "/w"\n[verifier]\ntimeout_sec = 5.0\n\n'
+        '[[steps]]\nname = "a"\n[steps.verifier]\ntimeout_sec = 80.0\nenv = { A = "1" }\n\n'
+        '[[steps]]\nname = "b"\n\n[steps.verifier]\ntimeout_sec = 1200.0\n'
+    )
+
+
+MULTI_STEP = {
+    "m/task.toml": '[environment]\nworkdir = "/w"\n'
+    + "".join(f'[[steps]]\nname = "{name}"\n' for name in ("shared", "own", "helpers", "bash")),
+    "m/task_data.json": '{"expected": {"shared": "s", "own": "o", "helpers": "h"}}',
+    # Steps without tests/ of their own use the task's verifier.py ...
+    "m/tests/verifier.py": (
+        "import common\ndef verify(workspace, task_data):\n    return common.score(workspace, task_data, 'shared')\n"
+    ),
+    "m/tests/common.py": (
+        "def score(workspace, task_data, key):\n"
+        "    return float((workspace / 'answer.md').read_text() == task_data['expected'][key])\n"
+    ),
+    # ... a step's own verifier.py lies over it ...
+    "m/steps/own/tests/verifier.py": (
+        "import common\ndef verify(workspace, task_data):\n    return common.score(workspace, task_data, 'own')\n"
+    ),
+    # ... a step's tests/ without a verifier.py still gets the shim (its files win in Harbor too) ...
+    "m/steps/helpers/tests/common.py": (
+        "def score(workspace, task_data, key):\n"
+        "    return float((workspace / 'answer.md').read_text() == task_data['expected']['helpers'])\n"
+    ),
+    # ... and a step's own test.sh wins over any verifier.py.
+    "m/steps/bash/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    **{f"m/steps/{name}/instruction.md": f"Step {name}." for name in ("shared", "own", "helpers", "bash")},
+}
+
+
+def harbor_tests(task: Path, step: str) -> Dict[str, Path]:
+    """What Harbor uploads to /tests for a step: tests/, then steps/<step>/tests/ over it."""
+    staged: Dict[str, Path] = {}
+    for folder in (task / "tests", task / "steps" / step / "tests"):
+        if folder.is_dir():
+            staged.update((path.relative_to(folder).as_posix(), path) for path in folder.rglob("*") if path.is_file())
+    return staged
+
+
+@pytest.mark.parametrize("step", ["shared", "own", "helpers"])
+def test_each_python_step_gets_the_shim_where_choose_verifier_reads(tmp_path, step):
+    dataset = write(tmp_path / "ds", MULTI_STEP)
+    out = tmp_path / "out"
+    publish_for_harbor(dataset, out)
+    choice = choose_verifier(dataset / "m", dataset, step)
+    assert choice.kind == PYTHON and choice.verifier_path is not None
+    top = choice.tests_dirs[-1].relative_to(dataset / "m").as_posix()
+    assert top == ("tests" if step == "shared" else f"steps/{step}/tests")
+    assert (out / "m" / top / "test.sh").stat().st_mode & 0o111
+    staged = harbor_tests(out / "m", step)
+    assert staged["verifier.py"].read_bytes() == choice.verifier_path.read_bytes()
+    assert {"test.sh", "gym_runner.py", "task_data.json", "nemo_gym/verifiers/__init__.py"} <= set(staged)
+    # Graded as Harbor grades the step: the merged /tests, (test.sh) run directly from the workspace.
+    tests = tmp_path / "tests"
+    for name, path in staged.items():
+        (tests / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, tests / name)
+    tools = make_bin(tmp_path / "bin", python3=sys.executable, bash="/bin/bash")  # test.sh runs env bash
+    rewards = []
+    for answer in ({"shared": "s", "own": "o", "helpers": "h"}[step], "wrong"):
+        workspace = tmp_path / f"workspace-{answer}"
+        workspace.mkdir()
+        (workspace / "answer.md").write_text(answer)
+        logs = tmp_path / f"logs-{answer}"
+        env = {"PATH": str(tools), "VERIFIER_LOGS_DIR": str(logs)}
+        subprocess.run([str(tests / "test.sh")], cwd=workspace, env=env, check=True, stdout=subprocess.PIPE)
+        rewards.append(json.loads((logs / "reward.json").read_text())["reward"])
+    assert rewards == [1.0, 0.0]
+
+
+def test_a_bash_step_keeps_its_test_sh(tmp_path):
+    dataset = write(tmp_path / "ds", MULTI_STEP)
+    out = tmp_path / "out"
+    publish_for_harbor(dataset, out)
+    assert (out / "m" / "steps" / "bash" / "tests").is_dir()
+    assert sorted(path.name for path in (out / "m" / "steps" / "bash" / "tests").iterdir()) == ["test.sh"]
+    assert harbor_tests(out / "m", "bash")["test.sh"].read_bytes() == MULTI_STEP["m/steps/bash/tests/test.sh"].encode()
+
+
+def test_a_separate_python_step_and_a_step_without_instruction_are_refused(tmp_path):
+    dataset = write(
+        tmp_path / "ds",
+        {
+            "sep/task.toml": '[[steps]]\nname = "a"\n[steps.verifier]\nenvironment_mode = "separate"\n'
+            '[steps.verifier.environment]\ndocker_image = "g:1"\n',
+            "sep/steps/a/instruction.md": "A.",
+            "sep/steps/a/tests/verifier.py": "def verify():\n    return 1\n",
+            "mute/task.toml": '[[steps]]\nname = "a"\n',
+            "mute/steps/a/tests/verifier.py": "def verify():\n    return 1\n",
+            "flat/tests/verifier.py": "def verify():\n    return 1\n",
+        },
+    )
+    assert [str(problem) for problem in publish_problems(dataset)] == [
+        "flat: has no instruction.md, which Harbor requires",
+        "mute: steps/a/ has no instruction.md, which Harbor requires of every step",
+        "sep: step a: a Python verifier in separate mode: Harbor uploads no tests/ to separate verifiers",
+    ]
+
+
+def test_refusals_are_grouped_by_reason(tmp_path):
+    rows = "".join(json.dumps({"instruction": f"Question {n}?", "answer": str(n)}) + "\n" for n in range(1, 51))
+    files = {
+        "verifier.py": "from nemo_gym.verifiers import final_text\ndef verify(response, task_data):\n    return 1\n",
+        "rows.jsonl": rows,
+        "mute/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    }
+    dataset = write(tmp_path / "ds", files)
+    problems = publish_problems(dataset)
+    assert [(len(problem.task_ids), problem.noun) for problem in problems] == [(1, "tasks"), (50, "rows")]
+    assert problems[0] == PublishProblem(("mute",), "has no instruction.md, which Harbor requires", "tasks")
+    response = problems[1].reason
+    assert response.startswith("verify declares `response`, which stock Harbor never passes")
+    assert problems[1].task_ids == tuple(f"row-{n}" for n in range(1, 51))
+    assert str(problems[1]) == f"50 rows (row-1, row-2, row-3, row-4, row-5 and 45 more): {response}"
+    with pytest.raises(PublishError) as raised:
+        publish_for_harbor(dataset, tmp_path / "out")
+    assert str(raised.value).splitlines() == [
+        "refused 51 task(s), nothing written:",
+        "  mute: has no instruction.md, which Harbor requires",
+        f"  50 rows (row-1, row-2, row-3, row-4, row-5 and 45 more): {response}",
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ds"]  # publish_problems wrote nothing either
+    # A task folder the same root verifier.py grades shares the line, which then counts tasks.
+    mixed = write(tmp_path / "mixed", {**files, "folder/task_data.json": "{}", "folder/instruction.md": "A."})
+    assert [str(problem).split(":")[0] for problem in publish_problems(mixed)] == [
+        "51 tasks (folder, row-1, row-2, row-3, row-4 and 46 more)",
+        "mute",
+    ]
+    assert publish_problems(write(tmp_path / "fine", GOOD)) == []
+
+
+def test_the_portable_pattern_for_a_response_graded_row_publishes(tmp_path):
+    """The README's pattern: the answer goes to answer.md in the working directory, and verify reads
+    it from the workspace instead of declaring `response`."""
+    dataset = write(
+        tmp_path / "capitals",
+        {
+            "verifier.py": (
+                "from nemo_gym.verifiers import exact_match\nfrom nemo_gym.verifiers.files import read_text\n\n"
+                "def verify(workspace, task_data):\n"
+                "    return exact_match(read_text(workspace, 'answer.md'), task_data['answer'])\n"
+            ),
+            "rows.jsonl": '{"id": "france", "instruction": "The capital of France? Write it to answer.md.", '
+            '"answer": "Paris", "solution": "Paris"}\n',
+        },
+    )
+    assert publish_problems(dataset) == []
+    assert publish_for_harbor(dataset, tmp_path / "out") == ["france"]
+
+
+@pytest.mark.parametrize("base_image", [None, "nemo-gym-test/python:3.12"])
+def test_publishing_a_varied_dataset_twice_gives_identical_bytes(tmp_path, base_image):
+    dataset = write(tmp_path / "ds", {**GOOD, **MULTI_STEP, "good/workspace/start.txt": "s"})
+    first, second = tmp_path / "one", tmp_path / "two"
+    publish_for_harbor(dataset, first, base_image=base_image)
+    publish_for_harbor(dataset, second, base_image=base_image)
+    names = sorted(path.relative_to(first) for path in first.rglob("*"))
+    assert names == sorted(path.relative_to(second) for path in second.rglob("*"))
+    for name in names:
+        if (first / name).is_file():
+            assert (first / name).read_bytes() == (second / name).read_bytes(), name
+            assert (first / name).stat().st_mode == (second / name).stat().st_mode, name
+
+
+# --- task.toml edits -------------------------------------------------------------------------------
+
+TOML_EDITS = [
+    # (text, edits, expected text)
+    ("", [Edit(("environment", "workdir"), "/w")], '[environment]\nworkdir = "/w"\n'),
+    ("a = 1", [Edit(("environment", "workdir"), "/w")], 'a = 1\n\n[environment]\nworkdir = "/w"\n'),
+    ("[environment]", [Edit(("environment", "workdir"), "/w")], '[environment]\nworkdir = "/w"\n'),
+    (
+        '[environment] # env\n  docker_image = "x"   # gone\n\tcpus = 1\n',
+        [Edit(("environment", "docker_image")), Edit(("environment", "workdir"), "/w")],
+        '[environment] # env\nworkdir = "/w"\n\tcpus = 1\n',
+    ),
+    (
+        '[environment]\r\ndocker_image = "x"\r\n[verifier]\r\ntimeout_sec = 3\r\n',
+        [Edit(("environment", "docker_image")), Edit(("verifier", "timeout_sec"), 6.0)],
+        "[environment]\r\n[verifier]\r\ntimeout_sec = 6.0\r\n",
+    ),
+    (  # a header inside a multi-line string is not a header
+        'notes = """\n[environment]\ndocker_image = "y"\n"""\n[environment]\ndocker_image = "z"\n',
+        [Edit(("environment", "docker_image"))],
+        'notes = """\n[environment]\ndocker_image = "y"\n"""\n[environment]\n',
+    ),
+    (  # a multi-line array with brackets in strings and comments
+        "tags = [\n  \"[x]\", # ]\n  '{',\n]\n[verifier]\ntimeout_sec = 3\n",
+        [Edit(("verifier", "timeout_sec"), 4.5)],
+        "tags = [\n  \"[x]\", # ]\n  '{',\n]\n[verifier]\ntimeout_sec = 4.5\n",
+    ),
+    (  # a quoted key, the table's keys in another order, a dotted key beside
+        '[ "environment" ]\nenv.A = "1"\n"docker_image" = "x"\n',
+        [Edit(("environment", "docker_image"))],
+        '[ "environment" ]\nenv.A = "1"\n',
+    ),
+    (  # a sub-table first: the table's own header comes after it
+        '[environment.env]\nA = "1"\n',
+        [Edit(("environment", "workdir"), '/w "q" \\')],
+        '[environment.env]\nA = "1"\n\n[environment]\nworkdir = "/w \\"q\\" \\\\"\n',
+    ),
+    (  # array-of-tables elements: an element's own table is found, a missing one added before the next
+        '[[steps]]\nname = "a"\n[steps.verifier]\nuser = "x"\n[[steps]]\nname = "b"\n[[steps.verifier.collect]]\ncommand = "true"\n',
+        [Edit(("steps", 0, "verifier", "timeout_sec"), 2.0), Edit(("steps", 1, "verifier", "timeout_sec"), 3.0)],
+        '[[steps]]\nname = "a"\n[steps.verifier]\ntimeout_sec = 2.0\nuser = "x"\n[[steps]]\nname = "b"\n'
+        '[steps.verifier]\ntimeout_sec = 3.0\n\n[[steps.verifier.collect]]\ncommand = "true"\n',
+    ),
+]
+
+
+@pytest.mark.parametrize("text, edits, expected", TOML_EDITS)
+def test_task_toml_edits_change_only_their_lines(text, edits, expected):
+    assert edit_toml(text, edits) == expected
+
+
+@pytest.mark.parametrize(
+    "text, edit",
+    [
+        ('environment = { docker_image = "x", cpus = 1 }\n', Edit(("environment", "docker_image"))),
+        ('environment.docker_image = "x"\n[environment.env]\nA = "1"\n', Edit(("environment", "workdir"), "/w")),
+        ('steps = [{ name = "a" }]\n', Edit(("steps", 0, "verifier", "timeout_sec"), 1.0)),
+    ],
+)
+def test_task_toml_edits_a_line_cannot_make_are_refused(text, edit):
+    with pytest.raises(TomlEditError):
+        edit_toml(text, [edit])
 
 
 # --- validate -------------------------------------------------------------------------------------
@@ -285,12 +828,14 @@ def round_trip_dataset(tmp_path: Path) -> Path:
                 "tests/verifier.py": exact,
                 "solution/answer.md": answer,
                 "task_data.json": json.dumps({"hex": answer.hex()}),
+                "instruction.md": "Write the answer to answer.md.",
             },
         )
     write(dataset / "partial", {
         "tests/verifier.py": "def verify(workspace):\n    lines = (workspace / 'answer.md').read_text().splitlines()\n"
                              "    return sum(line == 'yes' for line in lines) / len(lines)\n",
         "solution/answer.md": "yes\nno\nyes\nno\n",
+        "instruction.md": "Answer four questions in answer.md.",
     })  # fmt: skip
     return dataset
 
@@ -396,3 +941,52 @@ def test_validate_on_docker_from_the_command_line(docker_client, tmp_path):
     assert "shell: ok (reward 1, oracle solve.sh)" in result.stdout
     assert "empty: FAILED (reward 0, harbor:missing_reward)" in result.stdout
     assert "validation failed for 1 task(s): empty" in result.stderr
+
+
+_TOML_VALUES = st.one_of(
+    st.integers(-5, 5).map(str),
+    st.text(alphabet="ab[]{}#=\"\\ '", max_size=6).map(lambda text: json.dumps(text)),
+    st.lists(st.text(alphabet='b[]#"=', max_size=4), max_size=3).map(  # a multi-line string's lines
+        lambda parts: "'''" + "\n".join("a" + part for part in parts) + "'''"
+    ),
+    st.lists(st.integers(0, 3).map(str), max_size=3).map(lambda items: "[\n  " + ",\n  ".join(items) + "\n]"),
+)
+_TOML_SECTIONS = st.dictionaries(
+    st.sampled_from(["environment", "verifier", "agent", "environment.env", "metadata"]),
+    st.dictionaries(st.sampled_from(["docker_image", "workdir", "cpus", "timeout_sec", "x"]), _TOML_VALUES, max_size=4),
+    max_size=5,
+)
+
+
+@given(sections=_TOML_SECTIONS, comments=st.booleans(), crlf=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_task_toml_edits_keep_every_other_line_of_a_document_of_tables(sections, comments, crlf):
+    lines: List[str] = []
+    for header, keys in sections.items():
+        lines.append(f"[{header}]" + ("  # a comment [x]" if comments else ""))
+        for key, value in keys.items():
+            lines.append(f"{key} = {value}" + (" # = ]" if comments and not value.endswith("'''") else ""))
+        lines.append("")
+    newline = "\r\n" if crlf else "\n"
+    text = newline.join(lines)
+    tomllib.loads(text)  # a document
+    edits = [
+        Edit(("environment", "docker_image")),
+        Edit(("environment", "workdir"), "/w"),
+        Edit(("verifier", "timeout_sec"), 7.5),
+    ]
+    edited = edit_toml(text, edits)  # never a TomlEditError for tables written as tables
+    parsed = tomllib.loads(edited)
+    assert parsed["environment"]["workdir"] == "/w" and "docker_image" not in parsed["environment"]
+    assert parsed["verifier"]["timeout_sec"] == 7.5
+    touched = {("environment", "docker_image"), ("environment", "workdir"), ("verifier", "timeout_sec")}
+    remaining = iter(edited.split(newline))
+    table = ""
+    for line in text.split(newline):  # every line of an untouched key or header is still there, in its order
+        if line.startswith("["):
+            table = line.split("]")[0][1:]
+        key = line.split(" = ")[0] if " = " in line and not line.startswith((" ", "]")) else None
+        if key is not None and (table, key) in touched:
+            continue
+        if line.strip() and line == line.lstrip() and (key is not None or line.startswith("[")):
+            assert any(candidate == line for candidate in remaining), line

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
-from conftest import EXAMPLES
+from support import EXAMPLES
 
 from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
