@@ -250,3 +250,54 @@ def test_dataset_validate_stops_in_order_on_sigterm(tmp_path):
     assert result.returncode == 128 + signal.SIGTERM, result.stderr
     assert result.stderr == "gym: interrupted (SIGTERM)\n"
     assert list(tmp.iterdir()) == []
+
+
+RESPONSE_ROWS = {
+    "verifier.py": "def verify(response, task_data):\n    return 1.0\n",
+    "rows.jsonl": "".join(
+        json.dumps({"id": f"r{index}", "instruction": "Say it.", "solution": "it"}) + "\n" for index in range(7)
+    ),
+}
+
+
+def _write(root: Path, files: dict) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_publish_refusals_are_grouped_one_line_per_reason(tmp_path, capsys):
+    from nemo_gym.cli import main
+
+    dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
+    assert main(["dataset", "publish", "--harbor", str(dataset), str(tmp_path / "out")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("gym: ") and len(lines) == 2, lines
+    assert lines[1].startswith("  7 rows (r0, r1, r2, r3, r4 and 2 more): verify declares `response`"), lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_warns_about_tasks_that_cannot_publish(tmp_path, capsys):
+    from nemo_gym.cli import main
+
+    dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
+    main(["dataset", "validate", str(dataset)])
+    out = capsys.readouterr().out
+    assert out.startswith("warning: cannot publish for Harbor: 7 rows (r0, r1"), out
+
+
+def test_publish_takes_the_base_image(tmp_path, capsys):
+    from nemo_gym.cli import main
+
+    dataset = _write(
+        tmp_path / "ds",
+        {"t/instruction.md": "Do it.", "t/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"},
+    )
+    out = tmp_path / "out"
+    assert main(["dataset", "publish", "--harbor", str(dataset), str(out), "--base-image", "local/python:3.12"]) == 0
+    assert (out / "t" / "environment" / "Dockerfile").read_text().splitlines()[1:3] == [
+        "FROM local/python:3.12",
+        "WORKDIR /workspace",
+    ]
+    assert capsys.readouterr().out.startswith("published 1 task(s) for Harbor")
