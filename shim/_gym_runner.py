@@ -288,6 +288,9 @@ def main(here: str) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     except (AttributeError, ValueError):
         pass
+    path = os.environ.pop("NEMO_GYM_PATH", None)
+    if path is not None:  # test.sh started this interpreter with the system's PATH: verify gets the task's
+        os.environ["PATH"] = path
     channel = None
     if "NEMO_GYM_REPORT_FD" in os.environ:  # NeMo Gym's server: see _gym_channel
         from _gym_channel import take_over, unsafe_site

@@ -68,7 +68,10 @@ for python in python3 python; do
   # has checked them (it honours PYTHONPATH itself, after them); -s: no user site-packages; -B: /tests
   # is fresh every run, so no .pyc. The script's folder goes first on sys.path, the working directory
   # not at all.
-  "$found" -E -S -s -B "$here/gym_runner.py"
+  # The interpreter starts with the system's PATH, since it may be a script (a pyenv shim's
+  # `#!/usr/bin/env bash` would otherwise find the agent's bash first); the runner gives verify
+  # the task's PATH back.
+  NEMO_GYM_PATH=${PATH:-} PATH=$system_path "$found" -E -S -s -B "$here/gym_runner.py"
   status=$?
   [ "$status" -eq "$too_old" ] || exit "$status"
   tried="$tried $python is too old;"

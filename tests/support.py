@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping, Union
 
 import pytest
 
@@ -123,3 +124,21 @@ def verify():
     subprocess.run([sys.executable, "-c", CODE])
     return 0.0
 '''
+
+
+def write_files(root: Path, files: Mapping[str, Union[str, bytes]], *, dedent: bool = False) -> Path:
+    """Writes ``files`` (relative name -> text or bytes) under ``root`` (created); ``.sh`` files and
+    files in a ``bin/`` folder get the run bit. ``dedent`` strips the common indentation of texts."""
+    import textwrap
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(textwrap.dedent(content) if dedent else content)
+        if name.endswith(".sh") or "bin/" in name:
+            path.chmod(0o755)
+    return root

@@ -12,13 +12,13 @@ import asyncio
 import json
 import logging
 import os
-import textwrap
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import write_files
 
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
@@ -51,13 +51,7 @@ def needs_root() -> None:
 
 
 def task(root: Path, files: Dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        if name.endswith(".sh") or "/bin/" in name:
-            path.chmod(0o755)
-    return root
+    return write_files(root, files, dedent=True)
 
 
 def verify(
@@ -65,6 +59,7 @@ def verify(
     workspace: Path,
     *,
     sandbox_env: Optional[Dict[str, str]] = None,
+    mounts: Optional[Dict[str, Path]] = None,
     wrap: Optional[Callable[[LocalSandbox], Any]] = None,
     after: Optional[Callable[[LocalSandbox], None]] = None,
     plan: Optional[VerificationPlan] = None,
@@ -73,7 +68,7 @@ def verify(
     plan = plan or plan_verification(load_task(task_dir), **options)
 
     async def run() -> VerificationOutcome:
-        async with LocalSandbox(workspace, env=sandbox_env) as sandbox:
+        async with LocalSandbox(workspace, env=sandbox_env, mounts=mounts) as sandbox:
             outcome = await run_verification(plan, wrap(sandbox) if wrap else sandbox)
             if after is not None:
                 after(sandbox)
@@ -673,3 +668,28 @@ def test_the_host_network_cannot_be_sniffed(tmp_path):
     """
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+def test_an_interpreter_that_is_a_script_finds_none_of_the_agents_tools(tmp_path):
+    # A pyenv shim is a bash script started through `#!/usr/bin/env bash`: with the task's PATH it
+    # would run the agent's bash, as root, before the runner.
+    import sys
+
+    real = os.path.realpath(sys.executable)  # /tmp is the sandbox's own: the interpreter itself is not
+    wrapper = write_files(tmp_path / "wrap", {"python3": f'#!/usr/bin/env bash\nexec {real} "$@"\n'})
+    (wrapper / "python3").chmod(0o755)
+    workspace = tmp_path / "ws"
+    marker = f'#!/bin/sh\necho hijacked >> {workspace}/hijacked\nexec /bin/bash "$@"\n'
+    task(workspace, {"bin/bash": marker, "bin/env": marker, "answer.txt": "42"})
+    source = """
+        import os
+        def verify(workspace):
+            return {"reward": 1.0, "path_kept": float(os.environ["PATH"].startswith(str(workspace) + "/bin:"))}
+    """
+    env = {"PATH": f"{workspace}/bin:/opt/wrap:/usr/bin:/bin"}
+    task_dir = task(
+        tmp_path / "task", {"tests/verifier.py": source, "task.toml": f'[verifier.env]\nPATH = "{env["PATH"]}"\n'}
+    )
+    outcome = verify(task_dir, workspace, sandbox_env=env, mounts={"/opt/wrap": wrapper})
+    assert not (workspace / "hijacked").exists(), (workspace / "hijacked").read_text()
+    assert (outcome.reward, outcome.metrics) == (1.0, {"path_kept": 1.0}), outcome  # verify gets the task's PATH

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
-from support import EXAMPLES
+from support import EXAMPLES, write_files
 
 GYM = str(Path(sys.executable).parent / "gym")
 
@@ -261,10 +261,7 @@ RESPONSE_ROWS = {
 
 
 def _write(root: Path, files: dict) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
+    return write_files(root, files)
 
 
 def test_publish_refusals_are_grouped_one_line_per_reason(tmp_path, capsys):

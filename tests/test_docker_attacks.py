@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 
 import pytest
 from images import LABEL, users_image
-from support import EXAMPLES
+from support import EXAMPLES, write_files
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 from nemo_gym.data.tasks.harbor.task import load_task
@@ -26,13 +26,7 @@ MARKER = "nemo-gym-docker-attack"
 
 
 def write(root: Path, files: Dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        path.chmod(0o755 if name.endswith(".sh") or "bin/" in name else 0o644)
-    return root
+    return write_files(root, files, dedent=True)
 
 
 def attack(

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from pathlib import Path
 from typing import Dict
 
 import pytest
+from support import write_files
 
 from nemo_gym.cli import CHECK_FAILED, main
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
@@ -24,14 +24,7 @@ def _needs_the_namespace() -> None:
 
 
 def write(root: Path, files: Dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        if name.endswith(".sh"):
-            path.chmod(0o755)
-    return root
+    return write_files(root, files, dedent=True)
 
 
 def gym(capsys, *argv: str) -> tuple:

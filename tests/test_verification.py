@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
-from support import EXAMPLES
+from support import EXAMPLES, write_files
 
 from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
@@ -76,15 +76,7 @@ def test_numeric_response_without_a_response_is_a_missing_reward():
 
 
 def make_task(root: Path, files: Dict[str, str], task_toml: str = "") -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        if name.endswith(".sh"):
-            path.chmod(0o755)
-    if task_toml:
-        (root / "task.toml").write_text(task_toml)
-    return root
+    return write_files(root, {**files, **({"task.toml": task_toml} if task_toml else {})})
 
 
 def test_missing_reward(tmp_path):

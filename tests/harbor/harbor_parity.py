@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import images
+from support import write_files
 
 GYM = str(Path(sys.executable).parent / "gym")
 HARBOR = str(Path(sys.executable).parent / "harbor")
@@ -166,13 +167,7 @@ STEPS: Dict[str, Tuple[str, ...]] = {"multi-step": ("write", "extend")}
 
 
 def write_tree(root: Path, files: Dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        if name.endswith(".sh"):
-            path.chmod(0o755)
-    return root
+    return write_files(root, files)
 
 
 def write_source(root: Path) -> Path:
