@@ -18,7 +18,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from nemo_gym.data.tasks.harbor._values import finite_float
 
@@ -42,6 +42,16 @@ ROWS_FILE = "rows.jsonl"
 MAX_NESTING = 100
 # The largest uid or gid a user key may name: Linux's ids are signed 32-bit (-1 means "unchanged").
 MAX_ID = 2**31 - 1
+# The verifier's own folders: no artifact may come from, hold or land in them (seed 000: "A source of
+# /, or under /tests or /logs/verifier, is refused"; one that holds them, /logs, would carry the
+# agent's /logs/verifier into the verifier's).
+PROTECTED_PATHS = ("/tests", "/logs/verifier")
+# Where the agent publishes files for the verifier; collected always, as Harbor does.
+CONVENTION_ARTIFACTS = "/logs/artifacts"
+# The host copy's name Harbor keeps for its manifest of what was collected.
+ARTIFACT_MANIFEST = "manifest.json"
+# Harbor's compose service names (models/task/config.py, _COMPOSE_SERVICE_NAME_PATTERN).
+_SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 _USER_PART = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
 _USER = re.compile(rf"({_USER_PART})(?::({_USER_PART}))?")
 
@@ -83,11 +93,30 @@ class VerifierConfig:
 
 
 @dataclass(frozen=True)
+class Artifact:
+    """One ``artifacts`` entry: what a separate verifier receives from the agent's sandbox.
+
+    ``source`` is the absolute path in the agent's sandbox (normalised: no ``.``, no doubled or
+    trailing ``/``), and the path the verifier receives it at. ``destination`` is where the host
+    copy lands, relative to the collection folder: by default the source without its leading ``/``,
+    as Harbor names it (``/var/log/x`` -> ``var/log/x``). ``service`` is a Compose service (parsed,
+    refused at run time unless ``main``); ``exclude`` holds GNU tar ``--exclude`` patterns for a
+    folder (``artifacts.is_excluded``).
+    """
+
+    source: str
+    destination: str
+    service: str = "main"
+    exclude: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class StepConfig:
-    """One ``[[steps]]`` entry of a multi-step task."""
+    """One ``[[steps]]`` entry of a multi-step task; ``artifacts`` are collected beside the task's."""
 
     name: str
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    artifacts: Tuple[Artifact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +134,7 @@ class Task:
     timeout_multiplier: float = 1.0
     inputs: Tuple[str, ...] = ()
     config: Dict[str, Any] = field(default_factory=dict)
+    artifacts: Tuple[Artifact, ...] = ()
 
     @property
     def timeout_sec(self) -> float:
@@ -332,7 +362,129 @@ def verifier_config(table: Optional[Mapping[str, Any]], where: str, name: str) -
     )
 
 
-def _steps(value: Any, path: Path, where: str) -> Tuple[StepConfig, ...]:
+# --- artifacts -----------------------------------------------------------------------------------
+
+
+def _path_parts(path: str) -> List[str]:
+    return [part for part in path.split("/") if part not in ("", ".")]
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether the normalised absolute ``path`` is ``folder`` or below it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def artifact_source_refusal(source: str, protected: Tuple[str, ...] = PROTECTED_PATHS) -> Optional[str]:
+    """Why ``source`` (an absolute path) can be no artifact's source or landing place, or ``None``:
+    it is ``/``, holds a ``..`` or NUL, or is, lies under or holds one of the ``protected`` folders."""
+    if not source.startswith("/"):
+        return f"must be an absolute path, not {source[:200]!r}"
+    if "\0" in source:
+        return "holds a NUL character"
+    if ".." in source.split("/"):
+        return f"= {source[:200]!r} must not contain '..'"
+    normal = "/" + "/".join(_path_parts(source))
+    if normal == "/":
+        return f"= {source!r} is refused: an artifact cannot be the whole file system"
+    for folder in protected:
+        if _inside(normal, folder):
+            return f"= {source[:200]!r} is refused: it is under {folder}, which belongs to the verifier"
+        if _inside(folder, normal):
+            return f"= {source[:200]!r} is refused: it holds {folder}, which belongs to the verifier"
+    return None
+
+
+def artifact_destination_refusal(destination: str) -> Optional[str]:
+    """Why ``destination`` cannot name a host copy, or ``None``: Harbor's rules (relative, ``/`` as
+    the separator, no ``..``, not its ``manifest.json``), and no NUL."""
+    if "\0" in destination:
+        return "holds a NUL character"
+    if "\\" in destination:
+        return f"= {destination[:200]!r} must use '/' as its separator"
+    if destination.startswith("/"):
+        return f"= {destination[:200]!r} must be a relative path"
+    if ".." in destination.split("/"):
+        return f"= {destination[:200]!r} must not contain '..'"
+    parts = _path_parts(destination)
+    if not parts:
+        return f"= {destination!r} must name a file or folder"
+    if parts == [ARTIFACT_MANIFEST]:
+        return f"= {destination!r} is refused: {ARTIFACT_MANIFEST} is the name of Harbor's collection manifest"
+    return None
+
+
+def default_destination(source: str) -> str:
+    """Where Harbor puts the host copy of ``source`` without a ``destination``: the source's path
+    without its root (``models/task/artifacts.py: source_relative_path``)."""
+    return "/".join(_path_parts(source))
+
+
+def _artifact(item: Any, where: str, key: str) -> Artifact:
+    table = {"source": item} if isinstance(item, str) else item
+    if not isinstance(table, dict):
+        raise TaskError(f"{where}: {key} must be a path or a table with a source, not {item!r}")
+    source_key = key if isinstance(item, str) else f"{key}.source"
+    source = table.get("source")
+    if not isinstance(source, str):
+        raise TaskError(f"{where}: {source_key} must be an absolute path, not {source!r}")
+    refusal = artifact_source_refusal(source)
+    if refusal is not None:
+        raise TaskError(f"{where}: {source_key} {refusal}")
+    source = "/" + "/".join(_path_parts(source))
+    destination = table.get("destination")
+    if destination is not None and not isinstance(destination, str):
+        raise TaskError(f"{where}: {key}.destination must be a relative path, not {destination!r}")
+    if destination:  # Harbor reads an empty destination as none
+        refusal = artifact_destination_refusal(destination)
+        if refusal is not None:
+            raise TaskError(f"{where}: {key}.destination {refusal}")
+        destination = "/".join(_path_parts(destination))
+    service = table.get("service", "main")
+    service = "main" if service is None else service
+    if not isinstance(service, str) or not _SERVICE.fullmatch(service.strip()):
+        raise TaskError(
+            f"{where}: {key}.service must be a Compose service name (letters, digits, '_', '.' and '-'), "
+            f"not {service!r}"
+        )
+    exclude = table.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(pattern, str) for pattern in exclude):
+        raise TaskError(f"{where}: {key}.exclude must be an array of patterns (strings)")
+    if any("\0" in pattern for pattern in exclude):
+        raise TaskError(f"{where}: {key}.exclude holds a NUL character")
+    return Artifact(source, destination or default_destination(source), service.strip(), tuple(exclude))
+
+
+def _artifacts(value: Any, where: str, name: str) -> List[Tuple[str, Artifact]]:
+    """An ``artifacts`` array: each entry with the key a message names it by."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TaskError(f"{where}: {name} must be an array of paths and tables")
+    return [(f"{name}[{index}]", _artifact(item, where, f"{name}[{index}]")) for index, item in enumerate(value)]
+
+
+def _check_destinations(entries: Sequence[Tuple[str, Artifact]], where: str) -> None:
+    """Refuses two different entries of one collection set (the task's, or the task's and a step's)
+    that land on the same host copy, the always-collected /logs/artifacts included. An entry
+    repeated as it is (a step naming the task's own) is one entry."""
+    convention = Artifact(CONVENTION_ARTIFACTS, default_destination(CONVENTION_ARTIFACTS))
+    explicit = any(a.source == CONVENTION_ARTIFACTS and a.service == "main" for _, a in entries)
+    claims: Dict[str, Tuple[str, Artifact]] = {}
+    if not explicit:
+        claims[convention.destination] = (f"{CONVENTION_ARTIFACTS} (always collected)", convention)
+    for key, artifact in entries:
+        prior = claims.setdefault(artifact.destination, (key, artifact))
+        if prior[1] != artifact:
+            raise TaskError(
+                f"{where}: {key} lands on the destination {artifact.destination!r}, as {prior[0]} does; "
+                "give one of them a destination of its own"
+            )
+
+
+def _steps(
+    value: Any, path: Path, where: str, artifacts: Sequence[Tuple[str, Artifact]] = ()
+) -> Tuple[StepConfig, ...]:
+    """``[[steps]]``; ``artifacts`` are the task's, which each step's own are checked beside."""
     steps = []
     for index, item in enumerate(_array_of_tables(value, where, "steps")):
         name = item.get("name")
@@ -341,7 +493,10 @@ def _steps(value: Any, path: Path, where: str) -> Tuple[StepConfig, ...]:
         if not (path / "steps" / name).is_dir():
             raise TaskError(f"{where}: steps[{index}].name = {name!r} but {path / 'steps' / name} is not a folder")
         table = _table(item, "verifier", where, f"steps[{index}].verifier")
-        steps.append(StepConfig(name, verifier_config(table, where, f"steps[{index}].verifier")))
+        own = _artifacts(item.get("artifacts"), where, f"steps[{index}].artifacts")
+        _check_destinations([*artifacts, *own], where)
+        verifier = verifier_config(table, where, f"steps[{index}].verifier")
+        steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own)))
     if len({step.name for step in steps}) != len(steps):
         raise TaskError(f"{where}: two [[steps]] share a name")
     return tuple(steps)
@@ -492,6 +647,8 @@ def _load(
         task_data = {}
     agent = _table(config, "agent", where, "[agent]") or {}
     solution = _table(config, "solution", where, "[solution]") or {}
+    artifacts = _artifacts(config.get("artifacts"), where, "artifacts")
+    _check_destinations(artifacts, where)
     env_table(solution.get("env"), where, "solution.env")  # the oracle's env (gym dataset validate)
     task = Task(
         id=task_id,
@@ -499,12 +656,13 @@ def _load(
         verifier=verifier_config(_table(config, "verifier", where, "[verifier]"), where, "verifier"),
         environment=environment_config(_table(config, "environment", where, "[environment]"), where, "environment"),
         agent_user=_user(agent.get("user"), where, "agent.user"),
-        steps=_steps(config.get("steps"), path, where),
+        steps=_steps(config.get("steps"), path, where, artifacts),
         task_data=task_data,
         dataset_root=dataset.root if dataset is not None else None,
         timeout_multiplier=dataset.timeout_multiplier if dataset is not None else 1.0,
         inputs=dataset.inputs.get(task_id, ()) if dataset is not None else (),
         config=config,
+        artifacts=tuple(artifact for _, artifact in artifacts),
     )
     verifiers = [("verifier", task.verifier)] + [(f"steps[{i}].verifier", s.verifier) for i, s in enumerate(task.steps)]
     for name, verifier in verifiers:

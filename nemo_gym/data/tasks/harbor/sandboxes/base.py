@@ -29,6 +29,11 @@ class ExecTimeout(SandboxError):
     """A command outlived the time the host gave it."""
 
 
+class LinkEscape(SandboxError):
+    """A path whose parent folders lead, through a symbolic link the agent made, out of the
+    sandbox: the agent's doing, so a copy leaves it out rather than masking the sample."""
+
+
 class Sandbox(Protocol):
     """A place to run verification: NeMo Gym's ``exec``/``upload_file``/``download_file`` shape.
 

@@ -35,6 +35,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     MAX_EXEC_OUTPUT_BYTES,
     ExecResult,
     ExecTimeout,
+    LinkEscape,
     SandboxError,
     User,
 )
@@ -273,8 +274,19 @@ class LocalSandbox:
             mounts.update(self._mounts)
         for prefix, folder in sorted(mounts.items(), key=lambda item: -len(item[0])):
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                return folder / os.path.relpath(path, prefix)
-        raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace")
+                host = folder / os.path.relpath(path, prefix)
+                # The agent owns these folders: a link among the path's parents (/app/sub -> /etc)
+                # would lead a host-side copy to the host's own files. The last part is the
+                # caller's to treat (each removes or refuses a link there).
+                root, parent = os.path.realpath(folder), os.path.realpath(host.parent)
+                if host != folder and parent != root and not parent.startswith(root.rstrip("/") + "/"):
+                    raise LinkEscape(f"{sandbox_path} leads out of the sandbox's folders through a symbolic link")
+                return host
+        # Nothing persists elsewhere in this sandbox (its other folders are the host's, read-only,
+        # or a tmpfs of one command): a path there is not in it.
+        raise SandboxError(f"{sandbox_path} is outside the local sandbox's folders and workspace") from (
+            FileNotFoundError(sandbox_path)
+        )
 
     def _command(
         self, command: str, cwd: str, user: Optional[User], clean_shell: bool, env: Mapping[str, str]

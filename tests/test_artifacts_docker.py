@@ -1,0 +1,165 @@
+"""Artifacts between two real containers: collected from the agent's through the engine's archive
+calls, delivered into a fresh verifier's at their own paths (the local round trips are in
+test_artifacts.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Dict
+
+import pytest
+from images import LABEL, base_image
+from support import write_files
+
+from nemo_gym.data.tasks.harbor.artifacts import (
+    FILE,
+    FOLDER,
+    CollectedArtifact,
+    CollectedArtifacts,
+    collect_artifacts,
+    deliver_artifacts,
+)
+from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+from nemo_gym.data.tasks.harbor.task import Artifact
+
+pytestmark = pytest.mark.docker
+
+# What the agent leaves beyond its workspace: published notes, a log outside it, and the traps.
+AGENT_SETUP = """
+set -e
+mkdir -p /logs/artifacts /var/log/api
+echo 'published by the agent' > /logs/artifacts/notes.txt
+echo 'GET /orders 200' > /var/log/api/orders.log
+chmod 4755 /app/run.sh
+ln /app/run.sh /app/hard-link
+mkfifo /app/fifo
+ln -s /etc/passwd /app/passwd
+ln -s . /app/dot
+ln -s dot/../etc/shadow /app/trick
+ln -s run.sh /app/run
+ln -s /etc/passwd /app/link-source
+"""
+
+ARTIFACTS = (
+    Artifact("/app", "app", exclude=("*.tmp", "cache")),
+    Artifact("/var/log/api/orders.log", "orders.log"),
+    Artifact("/app/missing.txt", "missing.txt"),
+    Artifact("/app/run.sh/x", "x"),  # a file where a folder should be: missing, not a fault
+    Artifact("/app/link-source", "link-source"),
+)
+
+# What the verifier's container holds afterwards: path, type, mode, owner, and a link's target or
+# a file's text (find -printf; the image's own /app/stale.txt is gone).
+EXPECTED = """\
+/app d 755 1000
+/app/dot l 777 1000 .
+/app/hard-link f 755 1000 #!/bin/sh|echo ran|
+/app/out.json f 644 1000 {"answer": 42}
+/app/run l 777 1000 run.sh
+/app/run.sh f 755 1000 #!/bin/sh|echo ran|
+/app/src d 755 1000
+/app/src/main.py f 644 1000 print('hi')|
+/logs/artifacts d 755 1000
+/logs/artifacts/notes.txt f 644 1000 published by the agent|
+/var/log/api/orders.log f 644 1000 GET /orders 200|
+"""
+
+SHOW = (
+    "for path in $(find /app /logs/artifacts /var/log/api/orders.log | sort); do "
+    'printf "%s %s %s %s" "$path" "$(stat -c %F "$path" | cut -c1 | tr sr lf)" "$(stat -c %a "$path")" '
+    '"$(stat -c %u "$path")"; '
+    'if [ -L "$path" ]; then printf " %s" "$(readlink "$path")"; '
+    'elif [ -f "$path" ]; then printf " %s" "$(tr "\\n" "|" < "$path")"; fi; echo; done'
+)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_a_round_trip_between_two_containers(docker_client, tmp_path):
+    image = base_image(docker_client)
+    workspace = write_files(
+        tmp_path / "agent",
+        {
+            "out.json": '{"answer": 42}',
+            "run.sh": "#!/bin/sh\necho ran\n",
+            "src/main.py": "print('hi')\n",
+            "src/scratch.tmp": "x",
+            "cache/blob": "y",
+        },
+    )
+    verifier_workspace = write_files(tmp_path / "verifier", {"stale.txt": "the image's own"})
+    seen: Dict[str, Any] = {}
+
+    async def go() -> None:
+        async with DockerSandbox(
+            image, workspace=workspace, workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            made = await agent.exec(AGENT_SETUP, user="root")
+            assert made.return_code == 0, made.stderr
+            seen["collected"] = await collect_artifacts(agent, ARTIFACTS, tmp_path / "collected")
+        async with DockerSandbox(
+            image, workspace=verifier_workspace, workdir="/app", labels=LABEL, client=docker_client
+        ) as verifier:
+            await deliver_artifacts(verifier, seen["collected"], owner=1000)
+            shown = await verifier.exec(SHOW, cwd="/")
+            seen["shown"] = shown.stdout
+            seen["verifier_logs"] = (await verifier.exec("ls -A /logs/verifier", cwd="/")).stdout
+
+    run(go())
+    collected = seen["collected"]
+    assert [(item.artifact.source, item.kind) for item in collected.artifacts] == [
+        ("/logs/artifacts", FOLDER),
+        ("/app", FOLDER),
+        ("/var/log/api/orders.log", FILE),
+    ]
+    assert collected.missing == ("/app/missing.txt", "/app/run.sh/x")
+    assert {item.path for item in collected.skipped} == {"/app/fifo", "/app/passwd", "/app/trick", "/app/link-source"}
+    assert collected.excluded == 3  # src/scratch.tmp, cache, cache/blob
+    host = tmp_path / "collected"
+    assert (host / "orders.log").read_text() == "GET /orders 200\n"
+    assert (host / "app/run.sh").stat().st_mode & 0o7777 == 0o755  # no set-uid bit, even on the host
+    assert seen["shown"] == EXPECTED
+    assert "root:" not in seen["shown"] and seen["verifier_logs"] == ""
+
+
+def test_an_archive_past_the_transfer_limit_is_skipped_in_a_container(docker_client, tmp_path):
+    workspace = write_files(tmp_path / "agent", {"big.bin": b"\0" * (3 << 20), "small.txt": "x"})
+
+    async def go() -> Any:
+        async with DockerSandbox(
+            base_image(docker_client), workspace=workspace, workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            return await collect_artifacts(
+                agent,
+                [Artifact("/app", "app"), Artifact("/app/small.txt", "small.txt")],
+                tmp_path / "out",
+                limit_bytes=1 << 10,
+                limit_files=10,
+            )
+
+    collected = run(go())
+    assert [item.artifact.source for item in collected.artifacts] == ["/app/small.txt"]
+    assert any(item.path == "/app" and "larger than" in item.reason for item in collected.skipped)
+    assert not (tmp_path / "out" / "app").exists()
+
+
+def test_a_lost_container_is_a_sandbox_error_not_a_missing_artifact(docker_client, tmp_path):
+    write_files(tmp_path / "copy", {"app/x": "1"})
+    copy = CollectedArtifacts(
+        tmp_path / "copy", (CollectedArtifact(Artifact("/app", "app"), tmp_path / "copy" / "app", FOLDER, 2, 1),)
+    )
+
+    async def go() -> None:
+        async with DockerSandbox(
+            base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
+        ) as sandbox:
+            docker_client.containers.get(sandbox._container.id).remove(force=True)  # gone behind its back
+            with pytest.raises(SandboxError, match="No such container"):
+                await collect_artifacts(sandbox, [Artifact("/app", "app")], tmp_path / "out")
+            with pytest.raises(SandboxError, match="No such container"):
+                await deliver_artifacts(sandbox, copy)
+
+    run(go())
