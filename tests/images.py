@@ -108,3 +108,23 @@ def users_image(client: Any, version: str = "3.12") -> Tuple[str, Dict[str, Dict
     # /root is opened so that the bind-mounted interpreter (a pyenv build under /root) runs for them.
     dockerfile = f"FROM {image}\nRUN useradd -m -u 1000 agent && useradd -m -u 1001 grader && chmod 755 /root\n"
     return _built(client, f"nemo-gym-test/users-2:{pyenv_build(version).name}", dockerfile), volumes
+
+
+def gym_image(
+    client: Any, context: Path, dockerfile: str, files: Optional[Dict[str, str]] = None, **options: Any
+) -> Any:
+    """An image built the way prepare builds one (``image_build.ImageBuilder``), from a context folder
+    holding ``dockerfile`` (its ``FROM`` lines may say ``{base}`` for the suite's Debian) and
+    ``files`` (a name ending in ``.sh`` is made executable). Named by its content and labelled
+    ``nemo-gym-test=1``, so an unchanged folder reuses the image. Returns its ``ImageRecord``."""
+    from nemo_gym.data.tasks.harbor.image_build import AGENT, BuildPlan, ImageBuilder, content_tag
+
+    context.mkdir(parents=True, exist_ok=True)
+    (context / "Dockerfile").write_text(dockerfile.replace("{base}", base_image(client)))
+    (context / "Dockerfile").chmod(0o644)  # modes count in the name: the same whatever the umask
+    for name, text in (files or {}).items():
+        (context / name).write_text(text)
+        (context / name).chmod(0o755 if name.endswith(".sh") else 0o644)
+    kind = options.pop("kind", AGENT)
+    plan = BuildPlan(context, content_tag(context, kind), kind)
+    return ImageBuilder(client, labels=LABEL).build_many([plan], **options)[plan.tag]

@@ -1,18 +1,21 @@
 """``DockerSandbox``: verification in a container of a given image, through the Docker SDK.
 
-The container starts with ``sleep infinity`` as its entrypoint: a prebuilt image's ENTRYPOINT does
-not run, as the contract says of an image NeMo Gym has no record of. The SDK is synchronous, so
-each call runs in a worker thread; one call is one round trip to the engine.
+The container starts with ``sleep infinity`` as its entrypoint: a prebuilt image's ENTRYPOINT and
+HEALTHCHECK do not run, as the contract says of an image NeMo Gym has no record of. Given the
+image's record (``image_build.image_record``: an image built here), its ENTRYPOINT runs with
+``sh -c "sleep infinity"`` in place of its CMD and its HEALTHCHECK is awaited. The SDK is
+synchronous, so each call runs in a worker thread; one call is one round trip to the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import math
 import tarfile
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
@@ -23,7 +26,36 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the optional extra
     docker = None
 
+if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.image_build import ImageRecord
+
 T = TypeVar("T")
+
+# The variables that tell common thread pools how many CPUs to use (OpenMP and the BLAS libraries
+# NumPy, SciPy and PyTorch load; numexpr; Rust's rayon; Polars; Go's runtime). Most size their
+# pools from the host's CPU count, not the container's CPU limit; with a limit, each is set to it.
+CPU_COUNT_HINTS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "POLARS_MAX_THREADS",
+    "GOMAXPROCS",
+)
+# What entrypoint_output keeps of the container's log: its tail.
+MAX_ENTRYPOINT_OUTPUT_BYTES = 1 << 20
+_ENTRYPOINT_LINES = 20  # the lines of its output an entrypoint's failure quotes
+# The image's ENTRYPOINT runs in the foreground of this keep-alive, with the keep-alive command as
+# its arguments (its CMD): one that exits 0 leaves the sandbox running; one that fails stops the
+# container with its status. Its output is the container's log, and nothing else is.
+_KEEP_ALIVE = '"$@"; status=$?; if [ "$status" -ne 0 ]; then exit "$status"; fi; exec sleep infinity'
+_KEEP_ALIVE_COMMAND = ["sh", "-c", "sleep infinity"]
+NO_NETWORK = ("none", "no-network")  # Docker's name, and Harbor's
+DEFAULT_NETWORK = ("public",)
+_SECOND_NS = 1_000_000_000
 
 
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -47,6 +79,24 @@ class DockerSandbox:
     working directory, else the image's ``WORKDIR``, else ``DEFAULT_WORKDIR``. ``mounts`` copies more
     host folders in (``{sandbox_path: host_folder}``: the agent's state beyond the workspace);
     ``volumes`` are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
+
+    Options, all off by default:
+    - ``record``: the image's ``ImageRecord``. With a non-empty ENTRYPOINT, the container runs it
+      with ``sh -c "sleep infinity"`` as its arguments, in the foreground of a keep-alive
+      (``/bin/sh``), instead of plain ``sleep infinity``: an entrypoint that exits 0 leaves the
+      sandbox running, one that fails stops the container (``entrypoint_alive`` turns false). With a
+      HEALTHCHECK (whatever the ENTRYPOINT, ``ENTRYPOINT []`` included, as Harbor's ``up --wait``),
+      ``start`` waits until it reports healthy: for ``health_timeout_s``, else for as long as
+      Docker takes to call it unhealthy (start period + (retries + 1) x (interval + timeout)).
+      Without a record the image's HEALTHCHECK is turned off.
+    - ``network``: ``"none"`` (or Harbor's ``"no-network"``) gives the container no network but
+      loopback; ``None`` (or ``"public"``) the engine's default. Anything else (an allowlist) is
+      refused: the Docker sandbox cannot enforce one.
+    - ``cpus``, ``memory_mb``: the container's limits (``[environment].cpus``/``memory_mb``); a CPU
+      limit above the engine's CPU count is lowered to it (the engine refuses more). A CPU limit
+      also sets ``CPU_COUNT_HINTS`` to it, rounded down (at least 1), each unless ``env`` or the
+      image's own ENV (the record's, else the image's as the engine reports it) sets it.
+    A ``start`` that fails removes the container.
     """
 
     admin_user: Optional[User] = "root"
@@ -67,11 +117,33 @@ class DockerSandbox:
         labels: Optional[Mapping[str, str]] = None,
         client: Any = None,
         mounts: Optional[Mapping[str, Path]] = None,
+        record: Optional[ImageRecord] = None,
+        network: Optional[str] = None,
+        cpus: Optional[float] = None,
+        memory_mb: Optional[int] = None,
+        health_timeout_s: Optional[float] = None,
     ) -> None:
         if docker is None and client is None:
             raise SandboxError(
                 "the Docker sandbox needs the Docker SDK: pip install 'nemo-gym-harbor-verifiers[docker]'"
             )
+        if network is not None and network not in NO_NETWORK + DEFAULT_NETWORK:
+            raise SandboxError(
+                f"the Docker sandbox cannot enforce network {network!r}: it runs a container with no network "
+                "(network_mode 'no-network') or with the engine's default one, never behind an allowlist"
+            )
+        if cpus is not None and (isinstance(cpus, bool) or not math.isfinite(cpus) or cpus <= 0):
+            raise ValueError(f"cpus must be a number above 0, not {cpus!r}")
+        if memory_mb is not None and (isinstance(memory_mb, bool) or int(memory_mb) != memory_mb or memory_mb <= 0):
+            raise ValueError(f"memory_mb must be a whole number above 0, not {memory_mb!r}")
+        self.record = record
+        # The image's ENTRYPOINT runs only from its record, and ENTRYPOINT [] turns it off.
+        self.runs_entrypoint = bool(record is not None and record.entrypoint)
+        self._network_none = network in NO_NETWORK
+        self._cpus = cpus
+        self._memory_mb = memory_mb
+        self._health_timeout_s = health_timeout_s
+        self._entrypoint_log: Optional[str] = None  # kept when a failed start removes the container
         self.image = image
         self.workspace = workspace
         self._declared_workdir = workdir
@@ -96,22 +168,79 @@ class DockerSandbox:
         try:
             if self._client is None:
                 self._client = await _in_thread(docker.from_env)
-            self._container = await _in_thread(
-                self._client.containers.run,
-                self.image,
-                entrypoint=["sleep", "infinity"],
-                init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
-                # A set-id program written during grading (the agent's program, run by verify) must
-                # not lift the agent to the verifier's user, or to root, afterwards.
-                security_opt=["no-new-privileges"],
-                detach=True,
-                environment=self._env,
-                volumes=self._volumes,
-                labels=self._labels,
-                name=f"nemo-gym-sandbox-{uuid.uuid4().hex[:12]}",
-            )
+            cpus = await self._cpu_limit()
+            environment = {**await self._cpu_hints(cpus), **self._env}
+            options = self._run_options(environment, cpus)
+            self._container = await _in_thread(self._client.containers.run, self.image, **options)
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
+        try:
+            await self._settle()
+        except BaseException as error:
+            failure = await self._keep_entrypoint_output() if isinstance(error, Exception) else None
+            await self.close()
+            if failure is not None:
+                raise SandboxError(failure) from error
+            raise
+
+    def _run_options(self, environment: Dict[str, str], cpus: Optional[float]) -> Dict[str, Any]:
+        options: Dict[str, Any] = dict(
+            init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
+            # A set-id program written during grading (the agent's program, run by verify) must
+            # not lift the agent to the verifier's user, or to root, afterwards.
+            security_opt=["no-new-privileges"],
+            detach=True,
+            environment=environment,
+            volumes=self._volumes,
+            labels=self._labels,
+            name=f"nemo-gym-sandbox-{uuid.uuid4().hex[:12]}",
+        )
+        if self.runs_entrypoint:
+            assert self.record is not None and self.record.entrypoint
+            options["entrypoint"] = ["/bin/sh", "-c", _KEEP_ALIVE, "nemo-gym-entrypoint", *self.record.entrypoint]
+            options["command"] = list(_KEEP_ALIVE_COMMAND)
+        else:
+            options["entrypoint"] = ["sleep", "infinity"]
+        if self._healthcheck() is None:
+            options["healthcheck"] = {"test": ["NONE"]}  # no record, no HEALTHCHECK
+        if self._network_none:
+            options["network_mode"] = "none"
+        if cpus is not None:
+            options["nano_cpus"] = round(cpus * _SECOND_NS)
+        if self._memory_mb is not None:
+            options["mem_limit"] = int(self._memory_mb) * 1024 * 1024
+        return options
+
+    def _healthcheck(self) -> Optional[Dict[str, Any]]:
+        """The HEALTHCHECK ``start`` awaits: the record's, and none without a record."""
+        return self.record.healthcheck if self.record is not None else None
+
+    async def _cpu_limit(self) -> Optional[float]:
+        """The CPU limit asked for, at most the engine's CPU count (the engine refuses more)."""
+        if self._cpus is None:
+            return None
+        info = await _in_thread(self._client.info)
+        available = info.get("NCPU") if isinstance(info, dict) else None
+        return min(self._cpus, float(available)) if isinstance(available, int) and available > 0 else self._cpus
+
+    async def _cpu_hints(self, cpus: Optional[float]) -> Dict[str, str]:
+        """``CPU_COUNT_HINTS`` at the CPU limit, minus those the image's own ENV sets (``env`` is
+        laid over them by the caller)."""
+        if cpus is None:
+            return {}
+        if self.record is not None:
+            image_env = self.record.env
+        else:
+            attrs = await _in_thread(self._client.api.inspect_image, self.image)
+            entries = (attrs.get("Config") or {}).get("Env") or []
+            image_env = dict(entry.split("=", 1) for entry in entries if "=" in entry)
+        count = str(max(1, math.floor(cpus)))
+        return {name: count for name in CPU_COUNT_HINTS if name not in image_env}
+
+    async def _settle(self) -> None:
+        """After ``containers.run``: the HEALTHCHECK awaited, the working directory made and filled."""
+        if self._healthcheck() is not None:
+            await self._await_healthy()
         config = (getattr(self._container, "attrs", None) or {}).get("Config") or {}
         self.environment = dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry)
         image_workdir = config.get("WorkingDir") or ""
@@ -128,6 +257,100 @@ class DockerSandbox:
             await self._put_folder(Path(self.workspace), self.workdir)
         for path, host in self._mounts.items():  # copies: the sandbox never writes back to the host
             await self._put_folder(host, path)
+        if self.runs_entrypoint and not await self.entrypoint_alive():
+            raise SandboxError("the image's ENTRYPOINT stopped the container")
+
+    def _health_bound(self, healthcheck: Mapping[str, Any]) -> float:
+        """How long Docker may take to call the container unhealthy, in seconds (its defaults for
+        what the HEALTHCHECK leaves unset), plus a little; or ``health_timeout_s``."""
+        if self._health_timeout_s is not None:
+            return self._health_timeout_s
+
+        def seconds(key: str, default: float) -> float:
+            value = healthcheck.get(key) or 0
+            return value / _SECOND_NS if value > 0 else default
+
+        retries = healthcheck.get("Retries") or 3
+        return seconds("StartPeriod", 0.0) + (retries + 1) * (seconds("Interval", 30.0) + seconds("Timeout", 30.0)) + 5
+
+    async def _await_healthy(self) -> None:
+        healthcheck = self._healthcheck() or {}
+        bound = self._health_bound(healthcheck)
+        container = self._require()
+        loop = asyncio.get_running_loop()
+        deadline, delay = loop.time() + bound, 0.05
+        while True:
+            await _in_thread(container.reload)
+            state = container.attrs.get("State") or {}
+            if not state.get("Running"):
+                raise SandboxError("the container stopped before its HEALTHCHECK reported healthy")
+            health = state.get("Health") or {}
+            status = health.get("Status")
+            if status == "healthy":
+                return
+            if status == "unhealthy":
+                probes = health.get("Log") or [{}]
+                output = str(probes[-1].get("Output") or "").strip()[-2000:]
+                raise SandboxError(
+                    f"the image's HEALTHCHECK reported {self.image} unhealthy"
+                    + (f"; its last probe said: {output}" if output else "")
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise SandboxError(f"the image's HEALTHCHECK did not report {self.image} healthy within {bound:g} s")
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.5)
+
+    async def _keep_entrypoint_output(self) -> Optional[str]:
+        """Before a failed start removes the container: keeps the image's ENTRYPOINT's output for
+        ``entrypoint_output``, and says why the start failed when the entrypoint stopped the
+        container (with the end of its output); ``None`` when it did not."""
+        if not self.runs_entrypoint or self._container is None:
+            return None
+        try:
+            self._entrypoint_log = await self.entrypoint_output()
+            await _in_thread(self._container.reload)
+            state = self._container.attrs.get("State") or {}
+        except Exception:
+            return None
+        if state.get("Running"):
+            return None
+        lines = self._entrypoint_log.strip().splitlines()[-_ENTRYPOINT_LINES:]
+        said = ("; its last lines:\n" + "\n".join(lines)) if lines else " without output"
+        return f"the ENTRYPOINT of {self.image} exited with status {state.get('ExitCode')}{said}"
+
+    async def entrypoint_output(self) -> str:
+        """The container's log (the image's ENTRYPOINT's output, stdout and stderr), its last
+        ``MAX_ENTRYPOINT_OUTPUT_BYTES``; after a start that failed, what it was then; else ``""``
+        once the container is gone."""
+        container = self._container
+        if container is None:
+            return self._entrypoint_log or ""
+
+        def read() -> str:
+            kept = bytearray()
+            for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=False):
+                kept += chunk
+                if len(kept) > 2 * MAX_ENTRYPOINT_OUTPUT_BYTES:  # trimmed now and then: linear in the log
+                    del kept[:-MAX_ENTRYPOINT_OUTPUT_BYTES]
+            return bytes(kept[-MAX_ENTRYPOINT_OUTPUT_BYTES:]).decode(errors="replace")
+
+        try:
+            return await _in_thread(read)
+        except Exception as error:
+            raise SandboxError(f"cannot read the container's log: {error}") from error
+
+    async def entrypoint_alive(self) -> bool:
+        """Whether the container still runs: false once the image's ENTRYPOINT failed (or the
+        container was lost or closed). An entrypoint that exited 0 leaves it running."""
+        container = self._container
+        if container is None:
+            return False
+        try:
+            await _in_thread(container.reload)
+        except Exception:
+            return False
+        return bool((container.attrs.get("State") or {}).get("Running"))
 
     async def close(self) -> None:
         if self._container is not None:
