@@ -257,11 +257,14 @@ def test_agent_user_without_verifier_user_runs_as_root(tmp_path):
     assert plan_verification(load_task(task)).user is None
 
 
-def test_separate_mode_is_refused_by_gym_verify(tmp_path):
+def test_a_separate_plan_is_not_run_in_the_agents_sandbox(tmp_path):
     toml = '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "grader:1"\n'
     task = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": ""})
-    with pytest.raises(TaskError, match="separate environment"):
-        plan_verification(load_task(task))
+    plan = plan_verification(load_task(task))
+    assert plan.mode == "separate"
+    workspace = write(tmp_path / "ws", {"answer.txt": ""})
+    with pytest.raises(TaskError, match="run_separate_verification"):
+        asyncio.run(run_verification(plan, LocalSandbox(workspace)))
 
 
 USER_PROBE = """

@@ -55,9 +55,11 @@ prepare() {
   mkdir -p -- "$TESTS" "$LOGS" || fail 92 "cannot create $TESTS and $LOGS"
   [ "$is_root" = 1 ] && chown 0:0 -- "$TESTS" "$LOGS"
   chmod 0700 -- "$TESTS" "$LOGS" || fail 92 "cannot make $TESTS and $LOGS private"
-  for entry in "$TESTS"/*; do
-    [ "${entry##*/}" = "$STAGE" ] || doomed+=("$entry")
-  done
+  if [ "$KEEP_TESTS" != 1 ]; then  # a separate verifier's image may ship /tests/test.sh: it stays
+    for entry in "$TESTS"/*; do
+      [ "${entry##*/}" = "$STAGE" ] || doomed+=("$entry")
+    done
+  fi
   for entry in "$LOGS"/*; do
     name=${entry##*/}
     keep=0
@@ -80,13 +82,18 @@ prepare() {
     rm -f -- "$ARCHIVE"
   fi
   local stage=$TESTS/$STAGE
-  [ -d "$stage" ] && [ ! -L "$stage" ] && [ -f "$stage/test.sh" ] || fail 92 "the staged files did not arrive in $stage"
+  [ -d "$stage" ] && [ ! -L "$stage" ] && { [ "$KEEP_TESTS" = 1 ] || [ -f "$stage/test.sh" ]; } \
+    || fail 92 "the staged files did not arrive in $stage"
   mkdir -- "$OUT" || fail 92 "cannot create $OUT"
   for name in key deferred; do  # the run's own secrets: only the admin may ever read them
     if [ -f "$stage/.gym-$name" ]; then mv -- "$stage/.gym-$name" "$OUT/$name" || fail 92 "cannot move the run's $name"; fi
   done
-  mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
-  chmod 0755 -- "$TESTS/test.sh"
+  if [ "$KEEP_TESTS" = 1 ]; then
+    rm -rf -- "$stage"
+  else
+    mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
+  fi
+  chmod 0755 -- "$TESTS/test.sh" || fail 92 "$TESTS/test.sh is missing"
   case "$HANDOVER" in
     read)  # a Python verifier: the runner starts as the admin and switches itself; its user reads /tests, writes nothing there
       local group
@@ -236,9 +243,12 @@ finish() {
   for entry in * files/**; do [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
   sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
   cd / || fail 92 "cannot leave $OUT"
-  for entry in "$TESTS"/* "$LOGS"/.gym-trash-*; do
-    [ "$entry" = "$OUT" ] || doomed+=("$entry")
-  done
+  for entry in "$LOGS"/.gym-trash-*; do doomed+=("$entry"); done
+  if [ "$KEEP_TESTS" != 1 ]; then
+    for entry in "$TESTS"/*; do
+      [ "$entry" = "$OUT" ] || doomed+=("$entry")
+    done
+  fi
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
   if [ -n "$OUT_TAR" ]; then
     tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"

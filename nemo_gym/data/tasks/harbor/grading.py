@@ -71,6 +71,7 @@ class GradingSteps:
     run_as: str = ""
     kill_strays: bool = True
     blanked: Tuple[str, ...] = ()  # the variables the exec sets empty (``deferred``)
+    keep_tests: bool = False  # run the /tests/test.sh a separate verifier's image ships, as it is
     archive: str = ""  # the uploaded tar, for a sandbox without archive calls
     out_tar: str = ""  # the results as one tar to download, likewise
 
@@ -96,6 +97,7 @@ def grading_command(steps: GradingSteps) -> str:
         "KILL_STRAYS": "1" if steps.kill_strays else "0",
         "ARCHIVE": steps.archive,
         "OUT_TAR": steps.out_tar,
+        "KEEP_TESTS": "1" if steps.keep_tests else "0",
     }
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
     lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")

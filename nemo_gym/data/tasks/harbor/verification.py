@@ -11,6 +11,7 @@ over any file). Faults of the sandbox mask the sample, never score it, and every
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import secrets
@@ -57,6 +58,9 @@ from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError
 from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
 
 TEST_SH, PYTHON = "test.sh", "verifier.py"
+# The seed's mask for an ENTRYPOINT that died during the rollout, and where its output is kept.
+ENTRYPOINT_FAILED = "harbor:entrypoint_failed"
+ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
 # in-sandbox `timeout` should always fire first; the host's only catches a sandbox that hangs.
@@ -146,6 +150,13 @@ class VerificationPlan:
     inputs: Tuple[str, ...] = ()
     collect: Tuple[CollectHook, ...] = ()
     secrets: Tuple[str, ...] = field(default=(), repr=False)
+    # "shared" (in the agent's sandbox) or "separate" (a sandbox of its own: ``separate``'s run).
+    mode: str = "shared"
+    step: Optional[str] = None
+    # Set by the separate run: grading happens in the verifier's own sandbox, and may run the
+    # /tests/test.sh its image ships instead of staging the task's tests/.
+    in_verifier_sandbox: bool = False
+    keep_tests: bool = False
 
     @property
     def archive(self) -> bytes:
@@ -186,11 +197,6 @@ def plan_verification(
         env_table = {**task.verifier.env, **config.env}
         hooks = task.verifier.collect + config.collect
         mode = step_verifier_mode(task, step)
-    if mode == "separate":
-        raise TaskError(
-            f"{task.path / 'task.toml'}: the verifier runs in a separate environment, which this server "
-            "starts only with its separate-verifier support; gym verify runs shared-mode verifiers"
-        )
     choice = choose_verifier(task.path, task.dataset_root, step)
     merged: Dict[str, ShimFile] = {}
     for folder in choice.tests_dirs:
@@ -220,6 +226,8 @@ def plan_verification(
         inputs=task.inputs,
         collect=hooks,
         secrets=used_secrets,
+        mode=mode,
+        step=step,
     )
 
 
@@ -242,6 +250,11 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         raise TaskError(
             f"[verifier].user = {plan.user!r}: a user with a group (name:group) works on the Docker sandbox only"
         )
+    if plan.mode == "separate":
+        raise TaskError(
+            "this task's verifier runs in a separate sandbox of its own: verify it with "
+            "separate.run_separate_verification (gym verify --sandbox docker does)"
+        )
     if plan.kind == TEST_SH and (sandbox.tests_dir, sandbox.logs_dir) != ("/tests", "/logs/verifier"):
         # A task's own test.sh writes the absolute /logs/verifier: it runs only where that path is the sandbox's.
         raise TaskError(
@@ -254,7 +267,14 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
             f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
         )
     await run_collect_hooks(plan.collect, sandbox)
-    outcome = await _grade(plan, sandbox, verifier)
+    alive, entrypoint_output = await entrypoint_state(sandbox)
+    if alive is False:
+        outcome = masked(ENTRYPOINT_FAILED, "the image's ENTRYPOINT died before grading", entrypoint_output)
+    else:
+        outcome = await _grade(plan, sandbox, verifier)
+    if entrypoint_output:
+        name = f"verifier-{ENTRYPOINT_LOG}" if plan.in_verifier_sandbox else ENTRYPOINT_LOG
+        outcome = replace(outcome, files={**outcome.files, name: entrypoint_output.encode("utf-8", "replace")})
     if outcome.masked:
         _count_mask(outcome)
     return replace(
@@ -265,6 +285,24 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         if outcome.reward_components is None
         else [plan.redact(name) for name in outcome.reward_components],
     )
+
+
+async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:
+    """Whether the image's ENTRYPOINT (run where the sandbox has its configuration on record) is
+    still running, and what it printed; ``(None, "")`` where no ENTRYPOINT runs."""
+    alive_of = sandbox_option(sandbox, "entrypoint_alive", None)
+    output_of = sandbox_option(sandbox, "entrypoint_output", None)
+    if alive_of is None:
+        return None, ""
+    try:
+        alive = alive_of()
+        alive = await alive if inspect.isawaitable(alive) else alive
+        output = output_of() if output_of is not None else ""
+        output = await output if inspect.isawaitable(output) else output
+    except Exception as error:  # the sandbox is lost: grading will mask it
+        LOGGER.warning("the entrypoint's state could not be read: %s", error)
+        return None, ""
+    return (None if alive is None else bool(alive)), str(output or "")
 
 
 async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> None:
@@ -325,6 +363,7 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         run_as="" if not handover else str(verifier),
         kill_strays=bool(sandbox_option(sandbox, "private_pids", False)),
         blanked=blanked,
+        keep_tests=plan.keep_tests,
         archive=upload,
         out_tar="" if archives else f"{out_dir}.tar",
     )

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
+from nemo_gym.data.tasks.harbor.network import network_refusal
 from nemo_gym.data.tasks.harbor.task import (
     MAX_NESTING,
     EnvironmentConfig,
@@ -295,8 +296,15 @@ def verifier_definition_refusal(task: TaskLike) -> Optional[str]:
 
 
 def load_refusal(task: Task) -> Optional[str]:
-    """What ``load_task`` refuses for a task with a separate verifier that cannot run here, or ``None``."""
-    if verifier_mode(task) == SHARED and not _separate_steps(task):
+    """What ``load_task`` refuses for a task with a separate verifier that cannot run here, or a
+    network restriction it cannot honour (``network.network_refusal``), or ``None``."""
+    separate_steps = _separate_steps(task)
+    separate = {"[verifier]": verifier_mode(task) == SEPARATE or bool(separate_steps)}
+    separate.update((f"steps[{index}].verifier", step.name in separate_steps) for index, step in enumerate(task.steps))
+    network = network_refusal(task.config, separate)
+    if network is not None:
+        return f"{task.path / 'task.toml'}: {network}"
+    if verifier_mode(task) == SHARED and not separate_steps:
         return None
     refusal = verifier_definition_refusal(task) or verifier_compose_refusal(task)
     if refusal is not None:

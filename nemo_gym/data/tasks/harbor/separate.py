@@ -1,0 +1,177 @@
+"""Separate-mode verification: the verifier in a fresh sandbox of its own (seed 000, "Shared and
+separate verification").
+
+The run, in order: the collect hooks run in the agent's sandbox; ``/logs/artifacts``, the task's
+``artifacts`` and the transcript are copied out of it; it is stopped; a fresh sandbox starts from
+the effective verifier environment (``verifier_env``: its image, env, working directory, network);
+it receives the artifacts at their own paths and the transcript, and ``/tests`` (the task's
+``tests/``, unless its image ships ``/tests/test.sh``); ``test.sh`` runs there and the reward is
+read as in shared mode. ``verifier_sandbox_spec`` decides the sandbox (pure);
+``run_separate_verification`` carries the run out over any sandboxes the caller opens.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import AsyncContextManager, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+from nemo_gym.data.tasks.harbor.artifacts import Artifact, collect_artifacts, deliver_artifacts
+from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.network import verifier_network
+from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, sandbox_option
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
+from nemo_gym.data.tasks.harbor.verification import (
+    LOGGER,
+    VerificationOutcome,
+    VerificationPlan,
+    masked,
+    run_collect_hooks,
+    run_verification,
+)
+from nemo_gym.data.tasks.harbor.verifier_env import (
+    effective_verifier_environment,
+    step_verifier_build_context,
+    step_verifier_environment,
+    verifier_build_context,
+)
+
+# Where Harbor's agents leave their transcript (ATIF), which a separate verifier gets too.
+TRANSCRIPT = "/logs/agent/trajectory.json"
+
+
+@dataclass(frozen=True)
+class VerifierSandboxSpec:
+    """The fresh sandbox a separate verifier runs in.
+
+    ``image`` is the declared ``docker_image`` (the verifier environment's own, or the one it
+    inherits from ``[environment]``); without one, ``build_context`` is the ``tests/`` folder to
+    build it from (``image_build``). ``env`` is the environment's ``env``, templates filled;
+    ``network`` is ``no-network``, ``allowlist`` or ``None``.
+    """
+
+    image: Optional[str]
+    build_context: Optional[Path]
+    env: Dict[str, str] = field(default_factory=dict)
+    workdir: Optional[str] = None
+    network: Optional[str] = None
+    allowed_hosts: Tuple[str, ...] = ()
+    cpus: Optional[float] = None
+    memory_mb: Optional[int] = None
+
+
+def verifier_sandbox_spec(
+    task: Task, step: Optional[str] = None, host_env: Optional[Mapping[str, str]] = None
+) -> VerifierSandboxSpec:
+    """The sandbox the task's (or the step's) separate verifier runs in; ``TaskError`` when the
+    verifier is not separate or a template of its env cannot be filled."""
+    if step is None:
+        environment = effective_verifier_environment(task)
+        context = verifier_build_context(task)
+    else:
+        environment = step_verifier_environment(task, step)
+        context = step_verifier_build_context(task, step) if environment is not None else None
+    where = str(task.path / "task.toml")
+    if environment is None:
+        raise TaskError(f"{where}: {'step ' + repr(step) if step else 'the task'} verifies in the agent's sandbox")
+    image = environment.get("docker_image") or None
+    if image is None and (context is None or not (context / "Dockerfile").is_file()):
+        raise TaskError(f"{where}: the separate verifier has no docker_image and no {context or 'tests'}/Dockerfile")
+    env = resolve_env(
+        env_table(environment.get("env"), where, "the verifier environment's env"),
+        os.environ if host_env is None else host_env,
+        where=f"{where} (the separate verifier's environment)",
+    )
+    index = None if step is None else [item.name for item in task.steps].index(step)
+    verifier_table = task.config.get("verifier") if isinstance(task.config.get("verifier"), dict) else {}
+    hosts = tuple(verifier_table.get("allowed_hosts") or ()) if isinstance(verifier_table, dict) else ()
+    cpus = environment.get("cpus")
+    memory = environment.get("memory_mb")
+    return VerifierSandboxSpec(
+        image=image,
+        build_context=None if image is not None else context,
+        env=env,
+        workdir=environment.get("workdir") or None,
+        network=verifier_network(task.config, index),
+        allowed_hosts=hosts,
+        cpus=float(cpus) if isinstance(cpus, (int, float)) and not isinstance(cpus, bool) else None,
+        memory_mb=int(memory) if isinstance(memory, int) and not isinstance(memory, bool) else None,
+    )
+
+
+def _artifacts(task: Task, step: Optional[str]) -> Sequence[Artifact]:
+    own = tuple(getattr(task, "artifacts", ()))
+    if step is not None:
+        own += tuple(getattr(task.step(step), "artifacts", ()))
+    for artifact in own:
+        if artifact.service != "main":
+            raise TaskError(
+                f"{task.path / 'task.toml'}: the artifact {artifact.source} is on the Compose service "
+                f"{artifact.service!r}, which this server does not run; only 'main' is supported"
+            )
+    return own
+
+
+async def run_separate_verification(
+    task: Task,
+    plan: VerificationPlan,
+    agent: Sandbox,
+    open_verifier: Callable[[VerifierSandboxSpec], AsyncContextManager[Sandbox]],
+    *,
+    host_env: Optional[Mapping[str, str]] = None,
+) -> VerificationOutcome:
+    """The separate run (see the module's docstring): ``agent`` is the agent's sandbox, which this
+    stops (``stop()`` when it has one) once its artifacts are out; ``open_verifier(spec)`` opens the
+    fresh sandbox. Faults of either sandbox mask the sample, as in shared mode."""
+    if plan.mode != "separate":
+        raise TaskError(f"{task.path / 'task.toml'}: this verifier runs in the agent's sandbox: use run_verification")
+    spec = verifier_sandbox_spec(task, plan.step, host_env)
+    artifacts = _artifacts(task, plan.step)
+    await run_collect_hooks(plan.collect, agent)
+    with tempfile.TemporaryDirectory(prefix="nemo-gym-artifacts-") as scratch:
+        transcript = Artifact(source=TRANSCRIPT, destination="agent/trajectory.json", service="main", exclude=())
+        try:
+            collected = await collect_artifacts(agent, (*artifacts, transcript), Path(scratch))
+        except SandboxError as error:
+            return masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
+        except Exception as error:  # any fault of the provider
+            return masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
+        for missing in getattr(collected, "missing", ()):
+            LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
+        stop = sandbox_option(agent, "stop", None)
+        if stop is not None:
+            try:
+                await stop()
+            except Exception as error:  # the agent's sandbox is done with either way
+                LOGGER.warning("stopping the agent's sandbox failed: %s", error)
+        try:
+            async with open_verifier(spec) as verifier:
+                await deliver_artifacts(verifier, collected)
+                ships = await verifier.exec(
+                    "test -f /tests/test.sh", cwd="/", user=verifier.admin_user, timeout_s=60, clean_shell=True
+                )
+                shared = replace(
+                    plan,
+                    mode="shared",
+                    collect=(),
+                    inputs=(),
+                    in_verifier_sandbox=True,
+                    keep_tests=ships.return_code == 0,
+                )
+                if shared.keep_tests:
+                    shared = replace(shared, kind="test.sh", files=())
+                return await run_verification(shared, verifier)
+        except (TaskError, KeyboardInterrupt):
+            raise
+        except Exception as error:  # the verifier's sandbox could not start or was lost
+            return masked("sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+__all__ = ["TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]
