@@ -52,8 +52,8 @@ from nemo_gym.data.tasks.harbor.task import Artifact, TaskError, load_task
 VERIFIER = {"tests/verifier.py": "def verify():\n    return 1\n", "steps/a/instruction.md": ""}
 
 
-def load(tmp_path: Path, toml: str) -> Any:
-    return load_task(write_files(tmp_path / "task", {"task.toml": toml, **VERIFIER}))
+def load(tmp_path: Path, toml: str, check_runnable: bool = True) -> Any:
+    return load_task(write_files(tmp_path / "task", {"task.toml": toml, **VERIFIER}), check_runnable=check_runnable)
 
 
 def test_entries_parse_as_harbor_names_them(tmp_path):
@@ -71,6 +71,7 @@ artifacts = [
 name = "a"
 artifacts = ["/tmp/step.txt", "/app/out.json"]
 """,
+        check_runnable=False,
     )
     assert task.artifacts == (
         Artifact("/app/out.json", "app/out.json", "main", ()),
@@ -156,11 +157,10 @@ def test_bad_artifacts_are_refused_naming_the_file_and_key(tmp_path, toml, messa
 
 
 def test_a_sidecar_artifact_loads_for_inspection_without_the_runnable_check(tmp_path):
-    task = load_task(
-        write_files(tmp_path / "task", {"task.toml": 'artifacts = [{ source = "/d", service = "db" }]\n', **VERIFIER}),
-        check_runnable=False,
-    )
-    assert task.artifacts[0].service == "db"
+    toml = 'artifacts = [{ source = "/d", service = "db" }]\n'
+    assert load(tmp_path / "a", toml, check_runnable=False).artifacts[0].service == "db"
+    with pytest.raises(TaskError, match="the artifact /d is on the Compose service 'db', which this server"):
+        load(tmp_path / "b", toml)
 
 
 # --- the pure decisions --------------------------------------------------------------------------

@@ -321,6 +321,21 @@ def test_a_task_with_its_own_environment_keeps_it(tmp_path):
     assert not (out / "own" / "workspace").exists()
 
 
+def test_a_plain_test_sh_task_on_a_sidecar_passes_through_unchanged(tmp_path):
+    # This server cannot run a collect hook on a Compose sidecar; Harbor can, so publishing keeps it.
+    toml = '[environment]\ndocker_image = "prebuilt:1"\n[[verifier.collect]]\ncommand = "pg_dump"\nservice = "db"\n'
+    files = {
+        "db/task.toml": toml,
+        "db/instruction.md": "Do it.",
+        "db/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        "db/environment/docker-compose.yaml": "services:\n  db:\n    image: postgres:16\n",
+    }
+    dataset = write(tmp_path / "ds", files)
+    publish_for_harbor(dataset, tmp_path / "out")
+    for name in files:
+        assert (tmp_path / "out" / name).read_bytes() == (dataset / name).read_bytes()
+
+
 def test_the_users_a_task_names_are_made_and_its_agent_owns_the_workdir(tmp_path):
     dataset = write(
         tmp_path / "ds",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Dict
@@ -100,7 +101,7 @@ BAD = [
     ("environment-env-int", "[environment]\nenv = { A = 1 }\n", "environment.env.A must be a string"),
     ("collect-not-array", '[verifier]\ncollect = "x"\n', "verifier.collect must be an array of tables"),
     ("collect-no-command", "[[verifier.collect]]\ntimeout_sec = 1\n", "verifier.collect[0].command must be a non-empty string"),
-    ("collect-sidecar", '[[verifier.collect]]\ncommand = "x"\nservice = "db"\n', "verifier.collect[0].service = 'db'"),
+    ("collect-sidecar", '[[verifier.collect]]\ncommand = "x"\nservice = "db"\n', "verifier.collect[0] is on the Compose service 'db'"),
     ("collect-negative-timeout", '[[verifier.collect]]\ncommand = "x"\ntimeout_sec = -1\n', "timeout_sec must be a finite number >= 0"),
     ("steps-not-array", 'steps = "x"\n', "steps must be an array of tables"),
     ("step-bad-name", '[[steps]]\nname = "../x"\n', "steps[0].name must be a folder name"),
@@ -159,6 +160,25 @@ def test_bad_task_toml_names_the_file_and_key(tmp_path, toml, message):
     text = str(raised.value)
     assert message in text and str(task / "task.toml") in text
     assert "\n" not in text
+
+
+SIDECAR_HOOK = '[[verifier.collect]]\ncommand = "pg_dump > /logs/artifacts/db.sql"\nservice = "db"\n'
+
+
+def test_a_sidecar_hook_loads_for_inspection_and_is_refused_at_run_time(tmp_path):
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    task = write(
+        tmp_path / "task", {"task.toml": SIDECAR_HOOK, "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"}
+    )
+    loaded = load_task(task, check_runnable=False)
+    assert loaded.verifier.collect[0].service == "db"
+    workspace = write(tmp_path / "ws", {"a": ""})
+    with pytest.raises(TaskError) as raised:
+        asyncio.run(run_verification(plan_verification(loaded), LocalSandbox(workspace)))
+    assert "Compose service 'db'" in str(raised.value) and "\n" not in str(raised.value)
+    assert not (workspace / "db.sql").exists()
 
 
 def test_bad_task_data(tmp_path):

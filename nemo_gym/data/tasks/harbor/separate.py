@@ -22,7 +22,7 @@ from nemo_gym.data.tasks.harbor.artifacts import Artifact, collect_artifacts, de
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.network import verifier_network
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, sandbox_option
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table, sidecar_refusal
 from nemo_gym.data.tasks.harbor.verification import (
     LOGGER,
     VerificationOutcome,
@@ -102,15 +102,12 @@ def verifier_sandbox_spec(
 
 
 def _artifacts(task: Task, step: Optional[str]) -> Sequence[Artifact]:
-    own = tuple(getattr(task, "artifacts", ()))
+    refusal = sidecar_refusal(task)  # a task loaded with check_runnable=False reaches here
+    if refusal is not None:
+        raise TaskError(refusal)
+    own = tuple(task.artifacts)
     if step is not None:
-        own += tuple(getattr(task.step(step), "artifacts", ()))
-    for artifact in own:
-        if artifact.service != "main":
-            raise TaskError(
-                f"{task.path / 'task.toml'}: the artifact {artifact.source} is on the Compose service "
-                f"{artifact.service!r}, which this server does not run; only 'main' is supported"
-            )
+        own += tuple(task.step(step).artifacts)
     return own
 
 

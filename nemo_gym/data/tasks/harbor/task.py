@@ -315,6 +315,39 @@ def _array_of_tables(value: Any, where: str, name: str) -> List[Dict[str, Any]]:
     return value
 
 
+def _service(table: Mapping[str, Any], where: str, key: str) -> str:
+    """The Compose service a collect hook or an artifact names (``main`` by default). Another one
+    loads (tools can inspect the task) and is refused as unrunnable (``sidecar_refusal``)."""
+    service = table.get("service", "main")
+    service = "main" if service is None else service
+    if not isinstance(service, str) or not _SERVICE.fullmatch(service.strip()):
+        raise TaskError(
+            f"{where}: {key}.service must be a Compose service name (letters, digits, '_', '.' and '-'), "
+            f"not {service!r}"
+        )
+    return service.strip()
+
+
+def sidecar_refusal(task: Task) -> Optional[str]:
+    """Why the task cannot run here when a collect hook or an artifact is on a Compose service
+    other than ``main`` (this server runs one sandbox, never a Compose project), else ``None``."""
+    named: List[Tuple[str, str]] = [(f"verifier.collect[{i}]", h.service) for i, h in enumerate(task.verifier.collect)]
+    for index, step in enumerate(task.steps):
+        named += [(f"steps[{index}].verifier.collect[{i}]", h.service) for i, h in enumerate(step.verifier.collect)]
+    named += [(f"the artifact {artifact.source}", artifact.service) for artifact in task.artifacts]
+    for step in task.steps:
+        named += [
+            (f"the artifact {artifact.source} of step {step.name!r}", artifact.service) for artifact in step.artifacts
+        ]
+    for what, service in named:
+        if service != "main":
+            return (
+                f"{task.path / 'task.toml'}: {what} is on the Compose service {service!r}, which this server "
+                "does not start (it runs the task's main sandbox alone)"
+            )
+    return None
+
+
 def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
     hooks = []
     for index, item in enumerate(_array_of_tables(value, where, name)):
@@ -324,12 +357,7 @@ def _collect(value: Any, where: str, name: str) -> Tuple[CollectHook, ...]:
             raise TaskError(f"{where}: {key}.command must be a non-empty string")
         if "\0" in command:
             raise TaskError(f"{where}: {key}.command holds a NUL character")
-        service = item.get("service", "main")
-        if service != "main":
-            raise TaskError(
-                f"{where}: {key}.service = {service!r}: hooks on Compose sidecars need a Compose "
-                "sandbox, which this server does not run; only 'main' is supported"
-            )
+        service = _service(item, where, key)
         timeout = item.get("timeout_sec", DEFAULT_COLLECT_TIMEOUT_SEC)
         seconds = finite_float(timeout)
         if seconds is None or seconds < 0:
@@ -439,19 +467,13 @@ def _artifact(item: Any, where: str, key: str) -> Artifact:
         if refusal is not None:
             raise TaskError(f"{where}: {key}.destination {refusal}")
         destination = "/".join(_path_parts(destination))
-    service = table.get("service", "main")
-    service = "main" if service is None else service
-    if not isinstance(service, str) or not _SERVICE.fullmatch(service.strip()):
-        raise TaskError(
-            f"{where}: {key}.service must be a Compose service name (letters, digits, '_', '.' and '-'), "
-            f"not {service!r}"
-        )
+    service = _service(table, where, key)
     exclude = table.get("exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(pattern, str) for pattern in exclude):
         raise TaskError(f"{where}: {key}.exclude must be an array of patterns (strings)")
     if any("\0" in pattern for pattern in exclude):
         raise TaskError(f"{where}: {key}.exclude holds a NUL character")
-    return Artifact(source, destination or default_destination(source), service.strip(), tuple(exclude))
+    return Artifact(source, destination or default_destination(source), service, tuple(exclude))
 
 
 def _artifacts(value: Any, where: str, name: str) -> List[Tuple[str, Artifact]]:
@@ -559,12 +581,13 @@ class Dataset:
     def task_ids(self) -> Tuple[str, ...]:
         return (*self.folders, *self.rows)
 
-    def task(self, task_id: str) -> Task:
-        """The task ``task_id``: a task folder, or a parameterized row."""
+    def task(self, task_id: str, *, check_runnable: bool = True) -> Task:
+        """The task ``task_id``: a task folder, or a parameterized row (``check_runnable`` as in
+        ``load_task``)."""
         if task_id in self.rows:
-            return _load(self.root, task_id, self, self.rows[task_id])
+            return _load(self.root, task_id, self, self.rows[task_id], check_runnable)
         if task_id in self.folders:
-            return _load(self.root / task_id, task_id, self, None)
+            return _load(self.root / task_id, task_id, self, None, check_runnable)
         raise TaskError(f"{self.root}: no task or row named {task_id!r}")
 
 

@@ -309,8 +309,15 @@ async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> N
     """``[[verifier.collect]]`` hooks, in order, before the verifier's folders are emptied.
 
     Best effort, as Harbor runs them: a failure, a timeout or a lost sandbox is logged, never fatal.
-    A timeout below one second means none (Harbor passes ``int(timeout_sec)``).
+    A timeout below one second means none (Harbor passes ``int(timeout_sec)``). A hook on a Compose
+    sidecar (a task loaded with ``check_runnable=False``) is refused: it must not run on ``main``.
     """
+    for hook in hooks:
+        if hook.service != "main":
+            raise TaskError(
+                f"the collect hook {hook.command!r} is on the Compose service {hook.service!r}, which this "
+                "server does not start (it runs the task's main sandbox alone)"
+            )
     for hook in hooks:
         seconds = int(hook.timeout_sec) or None
         try:

@@ -26,6 +26,7 @@ from nemo_gym.data.tasks.harbor.task import (
     VerifierConfig,
     load_task,
     nested_too_deep,
+    sidecar_refusal,
 )
 
 TaskLike = Union[str, Path, Task]
@@ -296,8 +297,12 @@ def verifier_definition_refusal(task: TaskLike) -> Optional[str]:
 
 
 def load_refusal(task: Task) -> Optional[str]:
-    """What ``load_task`` refuses for a task with a separate verifier that cannot run here, or a
-    network restriction it cannot honour (``network.network_refusal``), or ``None``."""
+    """What ``load_task`` refuses, or ``None``: a hook or artifact on a Compose sidecar
+    (``task.sidecar_refusal``), a network restriction the task cannot have
+    (``network.network_refusal``), a separate verifier that cannot run here."""
+    sidecar = sidecar_refusal(task)
+    if sidecar is not None:
+        return sidecar
     separate_steps = _separate_steps(task)
     separate = {"[verifier]": verifier_mode(task) == SEPARATE or bool(separate_steps)}
     separate.update((f"steps[{index}].verifier", step.name in separate_steps) for index, step in enumerate(task.steps))
