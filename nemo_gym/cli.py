@@ -108,7 +108,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--task-data", type=Path, help="a JSON object that replaces the task's task_data")
     verify.add_argument("--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)")
-    verify.add_argument("--image", help="the Docker image (default: [environment].docker_image)")
+    verify.add_argument(
+        "--image", help="the Docker image (default: [environment].docker_image, else built from environment/)"
+    )
+    verify.add_argument(
+        "--verifier-image",
+        help="a separate verifier's Docker image (default: the one its task declares, else built from tests/)",
+    )
     verify.add_argument("--timeout", type=float, help="the verifier's timeout in seconds (default: task.toml's)")
     verify.add_argument("--step", help="the step of a multi-step task to verify")
     verify.add_argument("--row", help="the row of a parameterized dataset (rows.jsonl) to verify")
@@ -154,6 +160,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)"
     )
     validate.add_argument("--image", help="the Docker image for every task (default: each task's docker_image)")
+    validate.add_argument(
+        "--verifier-image", help="the image of every separate verifier (default: each task's, else built from tests/)"
+    )
     return parser
 
 
@@ -202,7 +211,12 @@ def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[s
 
 
 async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
-    from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
+        open_task_sandbox,
+        prepare_images,
+        verifier_sandbox_opener,
+    )
+    from nemo_gym.data.tasks.harbor.separate import NEEDS_AN_IMAGE, run_separate_verification
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
@@ -221,10 +235,27 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         workspace = task.path / "workspace"
     if workspace is not None and not workspace.is_dir():
         parser.error(f"--workspace {workspace}: not a folder")
+    if plan.mode == "separate" and args.sandbox != "docker":
+        raise CommandError(f"{task.path / 'task.toml'}: {NEEDS_AN_IMAGE}")
+    if args.sandbox == "docker":
+        await prepare_images(task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress)
     with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as empty:
         folder = workspace or Path(empty)
-        async with open_task_sandbox(task, folder, kind=args.sandbox, image=args.image, mounts=mounts) as sandbox:
+        opened = open_task_sandbox(
+            task, folder, kind=args.sandbox, image=args.image, mounts=mounts, progress=_build_progress
+        )
+        async with opened as sandbox:
+            if plan.mode == "separate":
+                opener = verifier_sandbox_opener(
+                    task, image=args.verifier_image, task_image=args.image, progress=_build_progress
+                )
+                return await run_separate_verification(task, plan, sandbox, opener)
             return await run_verification(plan, sandbox)
+
+
+def _build_progress(plan: Any, line: str) -> None:
+    """An image build's output, line by line, on stderr (stdout holds the outcome)."""
+    print(f"build {plan.kind} {plan.tag}: {_one_line(line)}", file=sys.stderr, flush=True)
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -283,12 +314,22 @@ def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
 async def _validate(args: argparse.Namespace) -> int:
     from functools import partial
 
-    from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
+    from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
+        open_task_sandbox,
+        prepare_images,
+        verifier_sandbox_opener,
+    )
     from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset
     from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 
     dataset = load_dataset(args.dataset)
-    open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image)
+    docker = args.sandbox == "docker"
+    open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image, progress=_build_progress)
+
+    def open_verifier(task: Any) -> Any:
+        return verifier_sandbox_opener(task, image=args.verifier_image, task_image=args.image, progress=_build_progress)
+
     from nemo_gym.data.tasks.harbor.publishing import publish_problems
 
     for problem in publish_problems(args.dataset):  # validating is where an author learns it early
@@ -298,8 +339,13 @@ async def _validate(args: argparse.Namespace) -> int:
     total = len(dataset.task_ids)
     for index, task_id in enumerate(dataset.task_ids, start=1):
         try:
-            result = await validate_task(dataset.task(task_id), open_sandbox)
-        except TaskError as error:
+            task = dataset.task(task_id)
+            if docker:
+                await prepare_images(
+                    task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress
+                )
+            result = await validate_task(task, open_sandbox, open_verifier if docker else None)
+        except (TaskError, SandboxError) as error:
             result = TaskResult(task_id, error=str(error))
         results.append(result)
         print(f"[{index}/{total}] {task_id}: {_verdict(result)}", flush=True)
@@ -364,6 +410,15 @@ def _one_line(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]", lambda match: repr(match.group())[1:-1], text)
 
 
+def _print_error(error: BaseException) -> None:
+    """One line on stderr; a failed image build adds the builder's last lines below it."""
+    lines = list(getattr(error, "lines", []) or [])
+    text = str(error).splitlines()[0] if lines and str(error) else str(error)
+    print(f"gym: {_one_line(text)}", file=sys.stderr)
+    for line in lines:
+        print(f"  | {_one_line(line)}", file=sys.stderr)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     guard = _SignalGuard()
     guard.install()
@@ -399,7 +454,7 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
             return _dataset(args, guard)
         outcome = guard.run(lambda: _verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
-        print(f"gym: {_one_line(str(error))}", file=sys.stderr)
+        _print_error(error)
         return 1
     if args.logs_out is not None:
         _write_logs(outcome, args.logs_out)

@@ -20,13 +20,18 @@ from typing import AsyncContextManager, Callable, Dict, Mapping, Optional, Seque
 
 from nemo_gym.data.tasks.harbor.artifacts import Artifact, collect_artifacts, deliver_artifacts
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
 from nemo_gym.data.tasks.harbor.network import verifier_network
-from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, sandbox_option
+from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, sandbox_option
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table, sidecar_refusal
 from nemo_gym.data.tasks.harbor.verification import (
+    ENTRYPOINT_FAILED,
+    ENTRYPOINT_LOG,
     LOGGER,
     VerificationOutcome,
     VerificationPlan,
+    count_mask,
+    entrypoint_state,
     masked,
     run_collect_hooks,
     run_verification,
@@ -40,6 +45,11 @@ from nemo_gym.data.tasks.harbor.verifier_env import (
 
 # Where Harbor's agents leave their transcript (ATIF), which a separate verifier gets too.
 TRANSCRIPT = "/logs/agent/trajectory.json"
+# Why a separate run needs the Docker sandbox: its verifier starts from an image of its own.
+NEEDS_AN_IMAGE = (
+    "the verifier runs in a separate sandbox started from an image, which only the Docker sandbox "
+    "can start: add --sandbox docker"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,9 @@ class VerifierSandboxSpec:
     allowed_hosts: Tuple[str, ...] = ()
     cpus: Optional[float] = None
     memory_mb: Optional[int] = None
+    # No [verifier.environment] (the task's or the step's): a declared ``image`` is the task's own, so an
+    # override of the task's image (``gym verify --image``) is this one's too.
+    inherits_image: bool = False
 
 
 def verifier_sandbox_spec(
@@ -98,6 +111,8 @@ def verifier_sandbox_spec(
         allowed_hosts=hosts,
         cpus=float(cpus) if isinstance(cpus, (int, float)) and not isinstance(cpus, bool) else None,
         memory_mb=int(memory) if isinstance(memory, int) and not isinstance(memory, bool) else None,
+        inherits_image=task.verifier.environment is None
+        and (step is None or task.step(step).verifier.environment is None),
     )
 
 
@@ -118,26 +133,54 @@ async def run_separate_verification(
     open_verifier: Callable[[VerifierSandboxSpec], AsyncContextManager[Sandbox]],
     *,
     host_env: Optional[Mapping[str, str]] = None,
+    stop_agent: bool = True,
 ) -> VerificationOutcome:
     """The separate run (see the module's docstring): ``agent`` is the agent's sandbox, which this
-    stops (``stop()`` when it has one) once its artifacts are out; ``open_verifier(spec)`` opens the
-    fresh sandbox. Faults of either sandbox mask the sample, as in shared mode."""
+    stops (``stop()`` when it has one) once its artifacts are out, unless ``stop_agent`` is false
+    (a step with more steps after it); ``open_verifier(spec)`` opens the fresh sandbox. Faults of
+    either sandbox mask the sample, as in shared mode; a task the sandbox cannot honour
+    (``TaskError``) and an image that does not build (``ImageBuildError``) are the author's, and
+    raise."""
     if plan.mode != "separate":
         raise TaskError(f"{task.path / 'task.toml'}: this verifier runs in the agent's sandbox: use run_verification")
     spec = verifier_sandbox_spec(task, plan.step, host_env)
     artifacts = _artifacts(task, plan.step)
     await run_collect_hooks(plan.collect, agent)
+    alive, entrypoint_output = await entrypoint_state(agent)  # before the agent's sandbox stops
+    if alive is False:
+        outcome = count_mask(
+            masked(ENTRYPOINT_FAILED, "the agent's image's ENTRYPOINT died during the rollout", entrypoint_output)
+        )
+    else:
+        outcome = await _apart(plan, spec, agent, artifacts, open_verifier, stop_agent)
+    if entrypoint_output:
+        outcome = replace(
+            outcome, files={ENTRYPOINT_LOG: entrypoint_output.encode("utf-8", "replace"), **outcome.files}
+        )
+    return outcome
+
+
+async def _apart(
+    plan: VerificationPlan,
+    spec: VerifierSandboxSpec,
+    agent: Sandbox,
+    artifacts: Sequence[Artifact],
+    open_verifier: Callable[[VerifierSandboxSpec], AsyncContextManager[Sandbox]],
+    stop_agent: bool,
+) -> VerificationOutcome:
+    """Artifacts out, the agent's sandbox stopped, the verifier's started, artifacts in, graded."""
     with tempfile.TemporaryDirectory(prefix="nemo-gym-artifacts-") as scratch:
         transcript = Artifact(source=TRANSCRIPT, destination="agent/trajectory.json", service="main", exclude=())
         try:
             collected = await collect_artifacts(agent, (*artifacts, transcript), Path(scratch))
-        except SandboxError as error:
-            return masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
-        except Exception as error:  # any fault of the provider
-            return masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
-        for missing in getattr(collected, "missing", ()):
-            LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
-        stop = sandbox_option(agent, "stop", None)
+        except Exception as error:  # any fault of the sandbox or its provider
+            return count_mask(
+                masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
+            )
+        for missing in collected.missing:
+            if missing != TRANSCRIPT:  # an agent that keeps no ATIF transcript is common
+                LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
+        stop = sandbox_option(agent, "stop", None) if stop_agent else None
         if stop is not None:
             try:
                 await stop()
@@ -160,10 +203,10 @@ async def run_separate_verification(
                 if shared.keep_tests:
                     shared = replace(shared, kind="test.sh", files=())
                 return await run_verification(shared, verifier)
-        except (TaskError, KeyboardInterrupt):
+        except (TaskError, ImageBuildError, KeyboardInterrupt):
             raise
         except Exception as error:  # the verifier's sandbox could not start or was lost
-            return masked("sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
+            return count_mask(masked("sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}"))
 
 
 def _describe(error: BaseException) -> str:
@@ -171,4 +214,4 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-__all__ = ["TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]
+__all__ = ["NEEDS_AN_IMAGE", "TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]

@@ -78,6 +78,10 @@ class EnvironmentConfig:
     workdir: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)
     table: Dict[str, Any] = field(default_factory=dict)
+    # The sandbox's limits, only as declared: Harbor's defaults (1 CPU, 2 GiB) are a cluster's
+    # budget, and would slow a task on a workstation that declared nothing.
+    cpus: Optional[float] = None
+    memory_mb: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -298,11 +302,18 @@ def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str
     workdir = _optional_string(table.get("workdir"), where, f"{name}.workdir")
     if workdir is not None and not workdir.startswith("/"):
         raise TaskError(f"{where}: {name}.workdir must be an absolute path, not {workdir!r}")
+    cpus, memory = table.get("cpus"), table.get("memory_mb")
+    if cpus is not None and (finite_float(cpus) is None or cpus <= 0):
+        raise TaskError(f"{where}: {name}.cpus must be a number above 0, not {cpus!r}")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
+        raise TaskError(f"{where}: {name}.memory_mb must be a whole number above 0, not {memory!r}")
     return EnvironmentConfig(
         docker_image=_optional_string(table.get("docker_image"), where, f"{name}.docker_image"),
         workdir=workdir,
         env=env_table(table.get("env"), where, f"{name}.env"),
         table=table,
+        cpus=None if cpus is None else float(cpus),
+        memory_mb=memory,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
+from nemo_gym.data.tasks.harbor.separate import NEEDS_AN_IMAGE, VerifierSandboxSpec, run_separate_verification
 from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
@@ -197,11 +198,17 @@ def _solution_env(task: Task) -> Dict[str, str]:
     return resolve_env(env, os.environ, where=f"{where} [solution].env")
 
 
-async def validate_task(task: Task, open_sandbox: Callable[[Task, Path], Any]) -> TaskResult:
+async def validate_task(
+    task: Task,
+    open_sandbox: Callable[[Task, Path], Any],
+    open_verifier: Optional[Callable[[Task], Callable[[VerifierSandboxSpec], Any]]] = None,
+) -> TaskResult:
     """Oracle then verification, for the task or each of its steps, in one sandbox.
 
     ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox. The
-    workspace starts empty and is ``[agent].user``'s (see the module's docstring).
+    workspace starts empty and is ``[agent].user``'s (see the module's docstring). A separate
+    verifier runs where ``open_verifier(task)`` opens it (``separate.run_separate_verification``;
+    without one, such a task fails validation); the agent's sandbox is stopped after the last step.
     """
     result = TaskResult(task.id)
     steps: List[Optional[str]] = [step.name for step in task.steps] or [None]
@@ -223,7 +230,14 @@ async def validate_task(task: Task, open_sandbox: Callable[[Task, Path], Any]) -
                         await prepare_step(task, step, sandbox)
                     oracle = await run_oracle(task, step, sandbox)
                     plan = plan_verification(task, step=step, response=oracle.response)
-                    outcome = await run_verification(plan, sandbox)
+                    if plan.mode != "separate":
+                        outcome = await run_verification(plan, sandbox)
+                    elif open_verifier is None:
+                        raise TaskError(f"{task.path / 'task.toml'}: {NEEDS_AN_IMAGE}")
+                    else:
+                        last = step == steps[-1]
+                        opener = open_verifier(task)
+                        outcome = await run_separate_verification(task, plan, sandbox, opener, stop_agent=last)
                     result.steps.append(StepResult(step, oracle.kind, outcome, "", oracle.status, oracle.output))
                     if not result.steps[-1].passed:
                         break

@@ -272,11 +272,18 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         outcome = masked(ENTRYPOINT_FAILED, "the image's ENTRYPOINT died before grading", entrypoint_output)
     else:
         outcome = await _grade(plan, sandbox, verifier)
+        if outcome.masked and alive:
+            # An entrypoint that has just died can still read as running, and its container stops
+            # under the grading: asked again, the engine knows.
+            alive, output = await entrypoint_state(sandbox)
+            if alive is False:
+                entrypoint_output = output or entrypoint_output
+                outcome = masked(ENTRYPOINT_FAILED, "the image's ENTRYPOINT died before grading", entrypoint_output)
     if entrypoint_output:
         name = f"verifier-{ENTRYPOINT_LOG}" if plan.in_verifier_sandbox else ENTRYPOINT_LOG
         outcome = replace(outcome, files={**outcome.files, name: entrypoint_output.encode("utf-8", "replace")})
     if outcome.masked:
-        _count_mask(outcome)
+        count_mask(outcome)
     return replace(
         outcome,
         detail=plan.redact(outcome.detail),
@@ -292,7 +299,7 @@ async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:
     still running, and what it printed; ``(None, "")`` where no ENTRYPOINT runs."""
     alive_of = sandbox_option(sandbox, "entrypoint_alive", None)
     output_of = sandbox_option(sandbox, "entrypoint_output", None)
-    if alive_of is None:
+    if alive_of is None or not sandbox_option(sandbox, "runs_entrypoint", False):
         return None, ""
     try:
         alive = alive_of()
@@ -499,12 +506,13 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _count_mask(outcome: VerificationOutcome) -> None:
+def count_mask(outcome: VerificationOutcome) -> VerificationOutcome:
     # Masking is itself a reward hack when the agent can cause it (fill the disk, delete a tool):
     # every mask is counted and logged so that operators see a rate that moves.
     assert outcome.mask_reason is not None
     MASKS[outcome.mask_reason] += 1
     LOGGER.warning("masked a sample (%s): %s", outcome.mask_reason, outcome.detail)
+    return outcome
 
 
 def mask_counts() -> Dict[str, int]:

@@ -352,6 +352,11 @@ class DockerSandbox:
             return False
         return bool((container.attrs.get("State") or {}).get("Running"))
 
+    async def stop(self) -> None:
+        """Stops the sandbox for good (a separate run is done with the agent's once its artifacts
+        are out): the container is removed, as ``close`` does."""
+        await self.close()
+
     async def close(self) -> None:
         if self._container is not None:
             container, self._container = self._container, None
