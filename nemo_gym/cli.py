@@ -216,7 +216,7 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         prepare_images,
         verifier_sandbox_opener,
     )
-    from nemo_gym.data.tasks.harbor.separate import NEEDS_AN_IMAGE, run_separate_verification
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
@@ -235,8 +235,6 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         workspace = task.path / "workspace"
     if workspace is not None and not workspace.is_dir():
         parser.error(f"--workspace {workspace}: not a folder")
-    if plan.mode == "separate" and args.sandbox != "docker":
-        raise CommandError(f"{task.path / 'task.toml'}: {NEEDS_AN_IMAGE}")
     if args.sandbox == "docker":
         await prepare_images(task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress)
     with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as empty:
@@ -247,7 +245,7 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         async with opened as sandbox:
             if plan.mode == "separate":
                 opener = verifier_sandbox_opener(
-                    task, image=args.verifier_image, task_image=args.image, progress=_build_progress
+                    task, kind=args.sandbox, image=args.verifier_image, task_image=args.image, progress=_build_progress
                 )
                 return await run_separate_verification(task, plan, sandbox, opener)
             return await run_verification(plan, sandbox)
@@ -328,7 +326,9 @@ async def _validate(args: argparse.Namespace) -> int:
     open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image, progress=_build_progress)
 
     def open_verifier(task: Any) -> Any:
-        return verifier_sandbox_opener(task, image=args.verifier_image, task_image=args.image, progress=_build_progress)
+        return verifier_sandbox_opener(
+            task, kind=args.sandbox, image=args.verifier_image, task_image=args.image, progress=_build_progress
+        )
 
     from nemo_gym.data.tasks.harbor.publishing import publish_problems
 
@@ -344,7 +344,7 @@ async def _validate(args: argparse.Namespace) -> int:
                 await prepare_images(
                     task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress
                 )
-            result = await validate_task(task, open_sandbox, open_verifier if docker else None)
+            result = await validate_task(task, open_sandbox, open_verifier)
         except (TaskError, SandboxError) as error:
             result = TaskResult(task_id, error=str(error))
         results.append(result)

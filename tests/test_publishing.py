@@ -753,10 +753,11 @@ def test_validate_a_passing_dataset(tmp_path):
         [GYM, "dataset", "validate", str(EXAMPLES)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("answer-file", "answer-md", "async-metrics", "bash-test", "numeric-response"):
+    names = ("answer-file", "answer-md", "async-metrics", "bash-test", "numeric-response", "separate-verifier")
+    for name in names:
         assert f"{name}: ok (reward 1" in result.stdout
     assert "| answer-md | answer.md | 1 | ok |" in result.stdout
-    assert "5 of 5 task(s) scored full marks" in result.stdout
+    assert "6 of 6 task(s) scored full marks" in result.stdout
 
 
 FAILING = {

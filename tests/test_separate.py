@@ -5,7 +5,11 @@ test_separate_docker.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator, List
 
 import pytest
@@ -206,3 +210,86 @@ def test_a_verifier_sandbox_that_cannot_start_masks_and_a_refusal_raises(tmp_pat
     assert "engine gone" in lost.detail
     with pytest.raises(TaskError, match="allowlist"):
         asyncio.run(go(TaskError("cannot enforce an allowlist")))
+
+
+# --- gym verify on the local sandbox ----------------------------------------------------------------
+
+GYM = str(Path(sys.executable).parent / "gym")
+
+LOCAL_TEST = """\
+check() { if ! eval "$1"; then echo "failed: $1"; echo 0 > /logs/verifier/reward.txt; exit 0; fi; }
+check '[ "$PWD" = /grade ]'
+check '[ "$(cat /app/out.txt)" = 42 ]'
+check '[ ! -e /app/debug.log ]'
+check '[ "$(cat /srv/results/r.txt)" = result ]'
+check '[ ! -e /opt/agent-only/x ]'
+check '[ "$(cat /logs/artifacts/note.txt)" = published ]'
+check '[ "$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " ")" = lo ]'   # no network but loopback
+check '[ "$GRADER" = yes ] && [ -z "$AGENT_ONLY" ]'
+echo 1 > /logs/verifier/reward.txt
+"""
+
+
+def gym(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GYM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def test_the_local_sandbox_verifies_separately_from_the_artifacts_alone(tmp_path):
+    toml = """
+artifacts = [{ source = "/app", exclude = ["*.log"] }, "/srv/results"]
+[verifier]
+environment_mode = "separate"
+network_mode = "no-network"
+[verifier.environment]
+docker_image = "grader:1"  # the local sandbox has no images: this machine stands in for it
+workdir = "/grade"
+env = { GRADER = "yes" }
+[environment]
+workdir = "/app"
+env = { AGENT_ONLY = "1" }
+"""
+    task = write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": LOCAL_TEST})
+    workspace = write_files(tmp_path / "ws", {"out.txt": "42", "debug.log": "noise"})
+    results = write_files(tmp_path / "results", {"r.txt": "result"})
+    agent_only = write_files(tmp_path / "agent-only", {"x": "the agent's"})
+    published = write_files(tmp_path / "published", {"note.txt": "published"})
+    ran = gym(
+        "verify", str(task), "--json",
+        "--workspace", str(workspace),
+        "--mount", f"{results}:/srv/results",
+        "--mount", f"{agent_only}:/opt/agent-only",
+        "--artifacts", str(published),
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    outcome = json.loads(ran.stdout.splitlines()[-1])
+    assert (outcome["reward"], outcome["masked"]) == (1.0, False), outcome["stdout"]
+    assert (results / "r.txt").read_text() == "result"  # copies went across, the host's folders untouched
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        (
+            {"tests/Dockerfile": "FROM x\n", "task.toml": "[verifier.environment]\n"},
+            "which the local sandbox cannot build",
+        ),
+        (
+            {"task.toml": 'artifacts = ["/etc/app.conf"]\n' + SEPARATE},
+            "the artifact /etc/app.conf lands in /etc, a folder of this machine",
+        ),
+        (
+            {
+                "task.toml": SEPARATE.replace(
+                    "[environment]", 'network_mode = "allowlist"\nallowed_hosts = ["a"]\n[environment]'
+                )
+            },
+            "the local sandbox cannot enforce an allowlist",
+        ),
+    ],
+)
+def test_what_the_local_sandbox_cannot_give_a_separate_verifier_is_refused(tmp_path, files, message):
+    task = write_files(tmp_path / "task", {**TEST_SH, **files})
+    agent_etc = write_files(tmp_path / "etc", {"app.conf": "x"})
+    ran = gym("verify", str(task), "--mount", f"{agent_etc}:/etc")
+    assert ran.returncode == 1, ran.stdout
+    assert message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr

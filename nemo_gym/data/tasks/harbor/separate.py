@@ -45,11 +45,6 @@ from nemo_gym.data.tasks.harbor.verifier_env import (
 
 # Where Harbor's agents leave their transcript (ATIF), which a separate verifier gets too.
 TRANSCRIPT = "/logs/agent/trajectory.json"
-# Why a separate run needs the Docker sandbox: its verifier starts from an image of its own.
-NEEDS_AN_IMAGE = (
-    "the verifier runs in a separate sandbox started from an image, which only the Docker sandbox "
-    "can start: add --sandbox docker"
-)
 
 
 @dataclass(frozen=True)
@@ -73,6 +68,9 @@ class VerifierSandboxSpec:
     # No [verifier.environment] (the task's or the step's): a declared ``image`` is the task's own, so an
     # override of the task's image (``gym verify --image``) is this one's too.
     inherits_image: bool = False
+    # The artifacts collected for this run, as (source, "file" or "folder"), once they are out of
+    # the agent's sandbox: a sandbox that maps paths to host folders (the local one) places them.
+    landing: Tuple[Tuple[str, str], ...] = ()
 
 
 def verifier_sandbox_spec(
@@ -180,6 +178,7 @@ async def _apart(
         for missing in collected.missing:
             if missing != TRANSCRIPT:  # an agent that keeps no ATIF transcript is common
                 LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
+        spec = replace(spec, landing=tuple(sorted({(item.artifact.source, item.kind) for item in collected.artifacts})))
         stop = sandbox_option(agent, "stop", None) if stop_agent else None
         if stop is not None:
             try:
@@ -214,4 +213,4 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-__all__ = ["NEEDS_AN_IMAGE", "TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]
+__all__ = ["TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
-from nemo_gym.data.tasks.harbor.separate import NEEDS_AN_IMAGE, VerifierSandboxSpec, run_separate_verification
+from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec, run_separate_verification
 from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
@@ -233,7 +233,9 @@ async def validate_task(
                     if plan.mode != "separate":
                         outcome = await run_verification(plan, sandbox)
                     elif open_verifier is None:
-                        raise TaskError(f"{task.path / 'task.toml'}: {NEEDS_AN_IMAGE}")
+                        raise TaskError(
+                            f"{task.path / 'task.toml'}: the verifier is separate, and no sandbox for it was given"
+                        )
                     else:
                         last = step == steps[-1]
                         opener = open_verifier(task)

@@ -13,17 +13,29 @@ is started with neither, as the seed says of a prebuilt image.
 from __future__ import annotations
 
 import os
+import posixpath
+import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Callable, Mapping, Optional, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncContextManager,
+    AsyncIterator,
+    Callable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.task import Task, TaskError
-from nemo_gym.data.tasks.harbor.workdir import declared_workdir, working_directory
+from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, declared_workdir, working_directory
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.image_build import BuildPlan, ImageRecord
-    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
     from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec
 
     Progress = Callable[[BuildPlan, str], None]
@@ -147,28 +159,36 @@ async def open_task_sandbox(
 def verifier_sandbox_opener(
     task: Task,
     *,
+    kind: str = "docker",
     image: Optional[str] = None,
     task_image: Optional[str] = None,
     progress: Optional[Progress] = None,
-) -> Callable[[VerifierSandboxSpec], AsyncContextManager[DockerSandbox]]:
+) -> Callable[[VerifierSandboxSpec], AsyncContextManager[Any]]:
     """What opens a separate verifier's sandbox for ``task`` (``separate.run_separate_verification``'s
-    ``open_verifier``): a container of ``image``, else of the spec's image (``task_image`` when the
-    verifier inherits the task's own image and the caller replaced it, as ``--image`` does), else
-    of the one built from its ``tests/``; with the spec's env, working directory, network and limits.
+    ``open_verifier``), with the spec's env, working directory, network and limits.
 
-    An allowlist is refused (``TaskError``): a container has no network or the engine's whole one,
-    and a verifier given more network than its task allows could reach what the task fenced off.
+    On Docker, a container of ``image``, else of the spec's image (``task_image`` when the verifier
+    inherits the task's own image and the caller replaced it, as ``--image`` does), else of the one
+    built from its ``tests/``. The local sandbox has no images (as in shared mode, this machine is
+    the image): a fresh one, empty folders where the artifacts land; a verifier whose image is built
+    from ``tests/Dockerfile`` is refused there, since what that Dockerfile adds would be missing.
+    An allowlist is refused (``TaskError``) on both: neither can enforce one, and a verifier given
+    more network than its task allows could reach what the task fenced off.
     """
+    where = task.path / "task.toml"
 
-    @asynccontextmanager
-    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[DockerSandbox]:
-        from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
-
+    def refuse_allowlist(spec: VerifierSandboxSpec) -> None:
         if spec.network not in (None, "no-network", "public"):
             raise TaskError(
-                f"{task.path / 'task.toml'}: [verifier].network_mode = {spec.network!r}: the Docker sandbox "
-                "cannot enforce an allowlist (it runs a container with no network, or with the engine's whole one)"
+                f"{where}: [verifier].network_mode = {spec.network!r}: the {kind} sandbox cannot enforce an "
+                "allowlist (it runs with no network, or with the whole of its host's)"
             )
+
+    @asynccontextmanager
+    async def open_container(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+        refuse_allowlist(spec)
         client = docker_client()
         declared = (task_image if spec.inherits_image and spec.image else None) or spec.image
         name, record = await _image(client, task, image or declared, "verifier", spec.build_context, progress)
@@ -185,4 +205,65 @@ def verifier_sandbox_opener(
         async with sandbox:
             yield sandbox
 
-    return open_verifier
+    @asynccontextmanager
+    async def open_local(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
+
+        refuse_allowlist(spec)
+        if spec.image is None and spec.build_context is not None:
+            raise TaskError(
+                f"{where}: the separate verifier's image is built from {spec.build_context / 'Dockerfile'}, "
+                "which the local sandbox cannot build: add --sandbox docker"
+            )
+        workdir = spec.workdir or DEFAULT_WORKDIR
+        with tempfile.TemporaryDirectory(prefix="nemo-gym-verifier-") as scratch:
+            folders = _landing_folders(spec.landing, workdir, where)
+            mounts = {path: Path(scratch) / f"landing-{index}" for index, path in enumerate(folders)}
+            for folder in (Path(scratch) / "workdir", *mounts.values()):
+                folder.mkdir()
+            users = [task.verifier.user, *(step.verifier.user for step in task.steps)]
+            local = LocalSandbox(
+                Path(scratch) / "workdir",
+                env=spec.env,
+                workdir=workdir,
+                mounts=mounts,
+                users=[user for user in users if user is not None],
+                network=spec.network,
+            )
+            async with local:
+                yield local
+
+    if kind == "docker":
+        return open_container
+    if kind == "local":
+        return open_local
+    raise TaskError(f"unknown sandbox {kind!r}: choose one of {', '.join(SANDBOX_KINDS)}")
+
+
+# The local sandbox's own folders, where any artifact can land without a folder of its own.
+_OWN_FOLDERS = ("/logs", "/tmp", "/tests", "/solution")
+
+
+def _landing_folders(landing: Sequence[Tuple[str, str]], workdir: str, where: Path) -> List[str]:
+    """The folders a fresh local sandbox places (empty) for its artifacts to land in: a folder
+    artifact's own path, a file artifact's folder; none inside the working directory, the sandbox's
+    own folders, or another of them. A folder the host has is hidden by the empty one, which a folder
+    artifact replaces anyway; a file artifact's folder the host has is refused, since hiding it
+    (``/etc``, say) would change what the verifier runs."""
+
+    def inside(path: str, folder: str) -> bool:
+        return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+    folders = {source if kind == "folder" else posixpath.dirname(source): (source, kind) for source, kind in landing}
+    placed: List[str] = []
+    for path in sorted(folders, key=len):
+        if any(inside(path, folder) for folder in (workdir, *_OWN_FOLDERS, *placed)):
+            continue
+        source, kind = folders[path]
+        if kind != "folder" and os.path.lexists(path):
+            raise TaskError(
+                f"{where}: the artifact {source} lands in {path}, a folder of this machine that the local "
+                "sandbox would have to hide: add --sandbox docker, or make the artifact a folder of its own"
+            )
+        placed.append(path)
+    return placed

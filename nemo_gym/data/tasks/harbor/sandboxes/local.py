@@ -169,10 +169,11 @@ class LocalSandbox:
     ``workdir`` is where the workspace sits inside (the task's working directory, e.g. ``/app``;
     by default, and always without bubblewrap, its own host path); ``mounts`` maps more sandbox
     paths to host folders (the agent's state beyond the workspace, e.g. ``/logs/artifacts``);
-    ``users`` are the user names the task names (``[agent].user``, ``[verifier].user``). As root, a
-    name the host lacks gets a uid of its own in the sandbox's private ``/etc/passwd``, never the
-    host's; as any other user, every name is the caller (``single_user``: an unprivileged caller
-    cannot give a sandbox more uids than its own).
+    ``network`` ``"no-network"`` (or ``"none"``) gives each command a network namespace of its own
+    (loopback only). ``users`` are the user names the task names (``[agent].user``,
+    ``[verifier].user``). As root, a name the host lacks gets a uid of its own in the sandbox's
+    private ``/etc/passwd``, never the host's; as any other user, every name is the caller
+    (``single_user``: an unprivileged caller cannot give a sandbox more uids than its own).
     """
 
     supports_user_groups = False
@@ -186,11 +187,20 @@ class LocalSandbox:
         workdir: Optional[str] = None,
         mounts: Optional[Mapping[str, Path]] = None,
         users: Iterable[User] = (),
+        network: Optional[str] = None,
     ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxError(f"the workspace {workspace} is not a folder")
         self.isolated = namespaces_available() if isolate is None else isolate
+        if network not in (None, "public", "none", "no-network"):
+            raise SandboxError(
+                f"the local sandbox cannot enforce network {network!r}: it runs a command with no network "
+                "(network_mode 'no-network') or with this machine's, never behind an allowlist"
+            )
+        self._no_network = network in ("none", "no-network")
+        if self._no_network and not self.isolated:
+            raise SandboxError("a sandbox without network needs bubblewrap (apt-get install bubblewrap)")
         if mounts and not self.isolated:
             raise SandboxError("placing folders at sandbox paths needs bubblewrap (apt-get install bubblewrap)")
         self._mounts: Dict[str, Path] = {}
@@ -326,6 +336,7 @@ class LocalSandbox:
             *room,
             *binds,
             "--unshare-pid",
+            *(["--unshare-net"] if self._no_network else []),
             "--die-with-parent",
             *capabilities,
             "--chdir", cwd,
