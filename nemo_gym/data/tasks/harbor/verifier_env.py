@@ -7,7 +7,8 @@ the folder's path, and returns copies, never aliases of the loaded configuration
 
 Where Harbor's own code departs from seed 004, the seed decides, and the function says so in one
 line. Seed 004's ``root`` docstring (the dataset folder whose ``built-images.json`` the loader read,
-``_build_required``) has no function here: this server keeps no record of built images yet.
+``_build_required``) has no function here: the record of an image built here is its labels, on
+the engine (``image_build.image_record``), not a file beside the dataset.
 """
 
 from __future__ import annotations
