@@ -108,6 +108,28 @@ env = {{ FROM_ENVIRONMENT = "yes" }}
     assert left() == set()
 
 
+def test_a_declared_verifier_image_is_the_one_that_grades(docker_client, left, base, tmp_path):
+    import io
+
+    from images import LABEL
+
+    grader = "nemo-gym-test/separate-grader:1"
+    dockerfile = f"FROM {base}\nRUN echo 42 > /opt/expected.txt\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=grader, labels=LABEL, rm=True)
+    toml = (
+        f'artifacts = ["/app"]\n[verifier.environment]\ndocker_image = "{grader}"\nworkdir = "/app"\n'
+        f'[environment]\ndocker_image = "{base}"\nworkdir = "/app"\n'
+    )
+    test_sh = '[ "$(cat out.txt)" = "$(cat /opt/expected.txt)" ] && echo 1 > /logs/verifier/reward.txt\n'
+    task = write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})
+    outcome = verify_json(str(task), "--workspace", str(write_files(tmp_path / "ws", {"out.txt": "42"})))
+    assert (outcome["reward"], outcome["masked"]) == (1.0, False), outcome
+    # The agent's image has no /opt/expected.txt: graded there, the same workspace scores nothing.
+    outcome = verify_json(str(task), "--workspace", str(tmp_path / "ws"), "--verifier-image", base)
+    assert (outcome["reward"], outcome["masked"]) == (0.0, False), outcome
+    assert left() == set()
+
+
 def test_an_allowlist_is_refused_in_one_sentence(docker_client, left, base, tmp_path):
     toml = (
         '[verifier]\nenvironment_mode = "separate"\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n'
