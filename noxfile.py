@@ -17,6 +17,8 @@ PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 nox.options.sessions = ["tests", "containers", "harbor", "lint", "types"]
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_existing_virtualenvs = True
+# CI shows only the tail of the run: stopping at the first failure keeps the failing session's output there.
+nox.options.stop_on_first_error = True
 # The stdlib venv: virtualenv no longer seeds pip for Python 3.8.
 nox.options.default_venv_backend = "venv"
 
