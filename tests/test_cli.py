@@ -1,4 +1,4 @@
-"""`gym verify`: the human summary, --json, exit statuses and one-sentence errors."""
+"""`gym-harbor verify`: the human summary, --json, exit statuses and one-sentence errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Callable, List
 import pytest
 from support import EXAMPLES, write_files
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 
 def gym(*args: str, cwd: Path = EXAMPLES.parent) -> subprocess.CompletedProcess:
@@ -158,7 +158,9 @@ def test_bad_option_files_are_one_sentence_and_exit_1(tmp_path, option, name, co
     (tmp_path / name).write_bytes(content)
     result = gym("verify", "examples/answer-file", option, str(tmp_path / name))
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr.startswith(f"gym: {option} {tmp_path / name}: " if option == "--response" else "gym: ")
+    assert result.stderr.startswith(
+        f"gym-harbor: {option} {tmp_path / name}: " if option == "--response" else "gym-harbor: "
+    )
     assert message in result.stderr and str(tmp_path / name) in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
 
@@ -187,10 +189,10 @@ def verify(workspace):
 
 
 def _interrupt(argv: List[str], tmp: Path, started: Callable[[], bool], signum: int) -> subprocess.CompletedProcess:
-    """Runs ``python -m nemo_gym.cli ARGV`` with TMPDIR=tmp, sends ``signum`` once ``started()``."""
+    """Runs ``python -m nemo_gym.data.tasks.harbor.cli ARGV`` with TMPDIR=tmp, sends ``signum`` once ``started()``."""
     env = {**os.environ, "TMPDIR": str(tmp)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "nemo_gym.cli", *argv],
+        [sys.executable, "-m", "nemo_gym.data.tasks.harbor.cli", *argv],
         cwd=EXAMPLES.parent,
         env=env,
         stdout=subprocess.PIPE,
@@ -215,7 +217,7 @@ def _interrupt(argv: List[str], tmp: Path, started: Callable[[], bool], signum: 
 def _assert_stopped(result: subprocess.CompletedProcess, signum: int, tmp: Path, workspace: Path) -> None:
     name = signal.Signals(signum).name
     assert result.returncode == 128 + signum, result.stderr
-    assert result.stderr == f"gym: interrupted ({name})\n"
+    assert result.stderr == f"gym-harbor: interrupted ({name})\n"
     assert list(tmp.iterdir()) == []  # sandbox, workspace and verification folders all removed
     tick = (workspace / "tick").read_text()
     time.sleep(0.3)
@@ -248,7 +250,7 @@ def test_dataset_validate_stops_in_order_on_sigterm(tmp_path):
 
     result = _interrupt(["dataset", "validate", str(dataset)], tmp, started, signal.SIGTERM)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr
-    assert result.stderr == "gym: interrupted (SIGTERM)\n"
+    assert result.stderr == "gym-harbor: interrupted (SIGTERM)\n"
     assert list(tmp.iterdir()) == []
 
 
@@ -265,18 +267,18 @@ def _write(root: Path, files: dict) -> Path:
 
 
 def test_publish_refusals_are_grouped_one_line_per_reason(tmp_path, capsys):
-    from nemo_gym.cli import main
+    from nemo_gym.data.tasks.harbor.cli import main
 
     dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
     assert main(["dataset", "publish", "--harbor", str(dataset), str(tmp_path / "out")]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("gym: ") and len(lines) == 2, lines
+    assert lines[0].startswith("gym-harbor: ") and len(lines) == 2, lines
     assert lines[1].startswith("  7 rows (r0, r1, r2, r3, r4 and 2 more): verify declares `response`"), lines
     assert not (tmp_path / "out").exists()
 
 
 def test_validate_warns_about_tasks_that_cannot_publish(tmp_path, capsys):
-    from nemo_gym.cli import main
+    from nemo_gym.data.tasks.harbor.cli import main
 
     dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
     main(["dataset", "validate", str(dataset)])
@@ -285,7 +287,7 @@ def test_validate_warns_about_tasks_that_cannot_publish(tmp_path, capsys):
 
 
 def test_publish_takes_the_base_image(tmp_path, capsys):
-    from nemo_gym.cli import main
+    from nemo_gym.data.tasks.harbor.cli import main
 
     dataset = _write(
         tmp_path / "ds",

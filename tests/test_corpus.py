@@ -3,14 +3,14 @@
 Absolute ``/app`` paths from the Dockerfile's ``WORKDIR``, ``python3 /tests/helper.py`` checks,
 ``reward.txt`` from an exit status, ``solve.sh`` reading ``/solution/...``, ``[agent].user``,
 ``[verifier].user``, collect hooks, a multi-step task with a step ``workdir/`` and ``setup.sh``,
-``reward.json`` with several keys, a verifier timeout. ``gym dataset validate`` must give every task
+``reward.json`` with several keys, a verifier timeout. ``gym-harbor dataset validate`` must give every task
 full marks, on the local sandbox and on Docker.
 
 A reference run proves the tasks themselves right, so that a failure of ``validate`` is Gym's:
 each task's own ``environment/Dockerfile`` is built (on the suite's local Python image instead of
 ``python:3.12-slim``, since no registry is reachable) and graded in Harbor's own order: the step's
 ``workdir/`` and ``setup.sh``, ``/solution/solve.sh`` as ``[agent].user``, the collect hooks, then
-``(/tests/test.sh)`` as ``[verifier].user``, on the copy ``gym dataset publish --harbor`` writes.
+``(/tests/test.sh)`` as ``[verifier].user``, on the copy ``gym-harbor dataset publish --harbor`` writes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 from nemo_gym.data.tasks.harbor.workdir import declared_workdir
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 # Every task of the corpus, and the shape it stands for.
 SHAPES = {
@@ -142,7 +142,7 @@ def test_the_corpus_has_the_shapes_real_datasets_use():
     assert len(absolute) >= 8, absolute
 
 
-# --- gym dataset validate, on the local sandbox ----------------------------------------------------
+# --- gym-harbor dataset validate, on the local sandbox ----------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_validate_locally_passes_the_whole_corpus(local_validation):
     assert f"{len(TASKS)} of {len(TASKS)} task(s) scored full marks" in local_validation.stdout
 
 
-# --- gym dataset validate, on Docker ---------------------------------------------------------------
+# --- gym-harbor dataset validate, on Docker ---------------------------------------------------------------
 
 
 def _describe(result: TaskResult) -> str:
@@ -198,7 +198,7 @@ def _describe(result: TaskResult) -> str:
 @pytest.fixture(scope="module")
 def docker_validation(docker_client) -> Dict[str, TaskResult]:
     """validate_task for every task, in the suite's image with users agent (1000) and grader (1001):
-    what ``gym dataset validate --sandbox docker --image IMAGE`` does (``open_task_sandbox``: the
+    what ``gym-harbor dataset validate --sandbox docker --image IMAGE`` does (``open_task_sandbox``: the
     task's env and declared working directory), plus the read-only bind mount of the interpreter
     that the command line cannot give."""
     from images import LABEL, users_image

@@ -1,6 +1,6 @@
 """Tasks in the shapes real Harbor tasks have: an absolute working directory from the Dockerfile,
 named users, an oracle that reads /solution, agent state beyond the workspace, verifier output
-besides the reward, and what gym verify reports about them."""
+besides the reward, and what gym-harbor verify reports about them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Dict
 import pytest
 from support import write_files
 
-from nemo_gym.cli import CHECK_FAILED, main
+from nemo_gym.data.tasks.harbor.cli import CHECK_FAILED, main
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, dockerfile_workdir
 

@@ -1,5 +1,5 @@
 """Hostile host-side input: every reader either loads it or refuses it with a TaskError, and the
-CLI answers it with one ``gym: ...`` line and exit status 1, never a traceback.
+CLI answers it with one ``gym-harbor: ...`` line and exit status 1, never a traceback.
 
 The inputs: deep nesting (up to a few thousand levels), NUL characters, odd numbers (inf, nan,
 1e999, huge integers, -1, 2**32), invalid UTF-8, random bytes and wrong types, in ``task.toml``,
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import EXAMPLES
 
-from nemo_gym.cli import main
+from nemo_gym.data.tasks.harbor.cli import main
 from nemo_gym.data.tasks.harbor.publishing import declares_response
 from nemo_gym.data.tasks.harbor.task import (
     Task,
@@ -405,7 +405,7 @@ def test_a_verifier_read_by_the_publisher(source):
 def assert_one_line_error(capsys: Any, status: int, *names: str) -> str:
     out, err = capsys.readouterr()
     assert status == 1, err
-    assert out == "" and err.startswith("gym: ") and err.endswith("\n") and err.count("\n") == 1, err
+    assert out == "" and err.startswith("gym-harbor: ") and err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err and all(name in err for name in names)
     return err
 
@@ -470,11 +470,13 @@ def load_or_refuse_bytes(data: bytes) -> Optional[Any]:
 )
 def test_cli_process_answers_hostile_input_in_one_line(tmp_path, files, option):
     task = write(tmp_path / "task", {"tests/verifier.py": VERIFIER, **files})
-    argv = [sys.executable, "-m", "nemo_gym.cli", "verify", str(task)]
+    argv = [sys.executable, "-m", "nemo_gym.data.tasks.harbor.cli", "verify", str(task)]
     if option is not None:
         flag, name, content = option
         argv += [flag, str(write(tmp_path, {name: content}) / name)]
     result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr.startswith("gym: ") and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.startswith("gym-harbor: ") and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    )
     assert str(tmp_path) in result.stderr  # it names the file

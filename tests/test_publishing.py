@@ -1,4 +1,4 @@
-"""gym dataset publish --harbor and gym dataset validate: refusals, determinism, the round trip."""
+"""gym-harbor dataset publish --harbor and gym-harbor dataset validate: refusals, determinism, the round trip."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from nemo_gym.data.tasks.harbor.task import Task, load_dataset
 from nemo_gym.data.tasks.harbor.validation import validate_task
 from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 HOSTILE_ANSWERS = {
     "crlf": b"line one\r\nline two\r\n",
@@ -250,7 +250,7 @@ def test_a_task_without_its_own_environment_gets_a_dockerfile(tmp_path):
     publish_for_harbor(dataset, out, base_image="never/used:1")
     task = out / "t"
     assert (task / "environment" / "Dockerfile").read_text() == (
-        "# Written by gym dataset publish --harbor: the task's image, working directory and users.\n"
+        "# Written by gym-harbor dataset publish --harbor: the task's image, working directory and users.\n"
         "FROM registry.example:5000/team/image:1.2\n"
         "WORKDIR /workspace\n"
     )
@@ -258,7 +258,7 @@ def test_a_task_without_its_own_environment_gets_a_dockerfile(tmp_path):
     assert (task / "task.toml").read_text() == (
         '# the author\'s comment\nschema_version = "1.3"\n\n[environment]\nworkdir = "/workspace"\ncpus = 2\n'
     )
-    # workspace/ is Gym's sample of the agent's end state (what gym verify grades): never published,
+    # workspace/ is Gym's sample of the agent's end state (what gym-harbor verify grades): never published,
     # or every published task would start solved.
     assert not (task / "workspace").exists() and not (task / "environment" / "workspace").exists()
     assert published_files(out, "t") == sorted(

@@ -212,9 +212,9 @@ def test_a_verifier_sandbox_that_cannot_start_masks_and_a_refusal_raises(tmp_pat
         asyncio.run(go(TaskError("cannot enforce an allowlist")))
 
 
-# --- gym verify on the local sandbox ----------------------------------------------------------------
+# --- gym-harbor verify on the local sandbox ----------------------------------------------------------------
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 LOCAL_TEST = """\
 check() { if ! eval "$1"; then echo "failed: $1"; echo 0 > /logs/verifier/reward.txt; exit 0; fi; }

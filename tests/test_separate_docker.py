@@ -1,4 +1,4 @@
-"""Separate mode and the image lifecycle on Docker, through ``gym``: each source of the verifier's
+"""Separate mode and the image lifecycle on Docker, through ``gym-harbor``: each source of the verifier's
 image (declared, inherited, built from ``tests/``), artifacts, the network, the env, a hostile agent,
 and the image's ENTRYPOINT (runs, dies, disabled, no record). Images are built ``FROM`` the suite's
 local Debian; those built from a task folder are named by content and reused from run to run."""
@@ -17,7 +17,7 @@ from support import EXAMPLES, write_files
 
 pytestmark = pytest.mark.docker
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 
 def gym(*args: str, env: Any = None) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
@@ -207,7 +207,7 @@ def test_a_broken_tests_dockerfile_fails_loudly_with_the_builders_lines(docker_c
     }
     ran = gym("verify", "--sandbox", "docker", str(write_files(tmp_path / "task", files)))
     assert ran.returncode == 1
-    error = [line for line in ran.stderr.splitlines() if line.startswith("gym: ")]
+    error = [line for line in ran.stderr.splitlines() if line.startswith("gym-harbor: ")]
     assert len(error) == 1 and "building the verifier image hb__" in error[0], ran.stderr
     assert "the-step-that-fails" in ran.stderr
     assert left() == set()  # it failed before any sandbox started

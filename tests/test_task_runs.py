@@ -18,7 +18,7 @@ from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 
 def write(root: Path, files: Dict[str, str]) -> Path:

@@ -1,6 +1,6 @@
 """What the parity tests against the real ``harbor`` package share: a source dataset with every kind
-of task ``gym dataset publish --harbor`` writes, the workspaces to grade it on, the image both
-graders run in, and small readers of ``gym``'s output.
+of task ``gym-harbor dataset publish --harbor`` writes, the workspaces to grade it on, the image both
+graders run in, and small readers of ``gym-harbor``'s output.
 
 Importable as ``harbor_parity`` (``tests/harbor/conftest.py`` puts this folder on ``sys.path``). This
 folder has no ``__init__.py`` on purpose: as a package it would shadow the real ``harbor``.
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import images
 from support import write_files
 
-GYM = str(Path(sys.executable).parent / "gym")
+GYM = str(Path(sys.executable).parent / "gym-harbor")
 HARBOR = str(Path(sys.executable).parent / "harbor")
 
 # The interpreter baked into the image both graders run in (Harbor cannot bind-mount a pyenv build
@@ -222,7 +222,7 @@ STATES = [
     State("stale", "multi-step", {"notes.txt": "one\n"}, {"reward": 0.0}, "extend"),
 ]
 
-# What the oracle of each task scores under `gym dataset validate` and `harbor run -a oracle` alike.
+# What the oracle of each task scores under `gym-harbor dataset validate` and `harbor run -a oracle` alike.
 ORACLE_REWARDS = {task: 1.0 for task in TASK_KINDS}
 ORACLE_REWARDS["partial"] = 0.5
 
@@ -242,7 +242,7 @@ def run(argv: List[str], *, timeout: float = 600, env: Optional[Dict[str, str]] 
 
 
 def gym_verify(source: Path, state: State, workspace: Path, image: str) -> Dict[str, Any]:
-    """``gym verify --sandbox docker --json`` of ``state`` on the source dataset."""
+    """``gym-harbor verify --sandbox docker --json`` of ``state`` on the source dataset."""
     rows = {row["id"] for row in ROWS}
     target = ["--row", state.task, str(source)] if state.task in rows else [str(source / state.task)]
     step = ["--step", state.step] if state.step else []
@@ -253,7 +253,7 @@ def gym_verify(source: Path, state: State, workspace: Path, image: str) -> Dict[
 
 
 def as_harbor_rewards(outcome: Dict[str, Any]) -> Any:
-    """What Harbor reports for the reward files behind a ``gym verify --json`` outcome: the rewards
+    """What Harbor reports for the reward files behind a ``gym-harbor verify --json`` outcome: the rewards
     dict, ``MISSING`` for no reward file, else the failure as it is."""
     if outcome["failure_kind"] == "harbor:missing_reward" and not outcome["masked"]:
         return MISSING
@@ -265,7 +265,7 @@ def as_harbor_rewards(outcome: Dict[str, Any]) -> Any:
 
 
 def validate_rewards(output: str) -> Dict[str, Optional[float]]:
-    """The per-task rewards of ``gym dataset validate``'s summary table (found by its header row:
+    """The per-task rewards of ``gym-harbor dataset validate``'s summary table (found by its header row:
     ``| task | ... | reward | ... |``)."""
     rewards: Dict[str, Optional[float]] = {}
     columns: List[str] = []

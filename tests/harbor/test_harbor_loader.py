@@ -1,4 +1,4 @@
-"""Harbor's own task loader loads every task ``gym dataset publish --harbor`` writes (issue 10).
+"""Harbor's own task loader loads every task ``gym-harbor dataset publish --harbor`` writes (issue 10).
 
 The loader is Harbor's ``Task(task_dir)``: ``TaskConfig.model_validate_toml`` on ``task.toml`` and
 ``Task._validate_tests`` (an instruction, a test script the verifier can run, per step for multi-step

@@ -1,5 +1,5 @@
 """Stock ``harbor run -a oracle -e docker`` on the published dataset, offline, scores every task exactly
-as ``gym dataset validate --sandbox docker --image IMAGE`` scores the source dataset.
+as ``gym-harbor dataset validate --sandbox docker --image IMAGE`` scores the source dataset.
 
 The published tasks build ``environment/Dockerfile`` ``FROM`` the suite's python image (publish's
 ``base_image``); Harbor's build template sets ``pull_policy: build`` and the base is found in the
@@ -35,7 +35,7 @@ def graded(tmp_path_factory, harbor_image, compose_env) -> Dict[str, Any]:
     argv += ["-o", str(root / "jobs"), "--job-name", JOB, "-n", "4", "-y", "-q"]
     harbor = hp.run(argv, env=compose_env, timeout=900)
     finished = time.monotonic()
-    print(f"gym dataset validate: {validated - started:.1f} s; harbor run: {finished - validated:.1f} s")
+    print(f"gym-harbor dataset validate: {validated - started:.1f} s; harbor run: {finished - validated:.1f} s")
     trials = {}
     for result in sorted((root / "jobs" / JOB).glob("*/result.json")):
         trial = json.loads(result.read_text())

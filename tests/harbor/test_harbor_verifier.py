@@ -1,7 +1,7 @@
-"""Harbor's own ``Verifier`` grades the published tasks with the rewards ``gym verify`` gives the source.
+"""Harbor's own ``Verifier`` grades the published tasks with the rewards ``gym-harbor verify`` gives the source.
 
 Both graders run in a container of the same image, on the same workspace. Gym's side is the CLI,
-``gym verify SOURCE_TASK --sandbox docker --image IMAGE --workspace WS --json``. Harbor's side is
+``gym-harbor verify SOURCE_TASK --sandbox docker --image IMAGE --workspace WS --json``. Harbor's side is
 ``harbor.verifier.verifier.Verifier(task=Task(PUBLISHED_TASK), ...).verify()`` on an environment
 object that gives it what Harbor's Docker environment does (``exec`` with a working directory, user
 and env; ``upload_dir`` as ``docker compose cp SRC/. main:DST``; ``download_dir`` of
@@ -127,5 +127,5 @@ def test_harbor_verifier_grades_as_gym_verify(tmp_path, datasets, harbor_image, 
     workspace.mkdir(exist_ok=True)
     gym = hp.as_harbor_rewards(hp.gym_verify(source, state, workspace, harbor_image))
     harbor = asyncio.run(harbor_verify(published / state.task, state.step, workspace, harbor_image, tmp_path / "trial"))
-    assert gym == state.expected, f"gym verify: {gym!r}"
+    assert gym == state.expected, f"gym-harbor verify: {gym!r}"
     assert harbor == state.expected, f"Harbor's Verifier: {harbor!r}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Tuple
 
-import nemo_gym
 import nemo_gym.verifiers
 
 _PACKAGE_SHIM = Path(__file__).resolve().parent / "_shim"
@@ -30,12 +29,17 @@ def shim_dir() -> Path:
     )
 
 
-def sdk_files() -> List[Tuple[str, Path]]:
-    """``(name in /tests, path)`` for ``nemo_gym/__init__.py`` and every file of ``nemo_gym.verifiers``."""
-    package_init = Path(nemo_gym.__file__ or "")
+# The sandbox's ``nemo_gym/__init__.py``: empty, so that importing the SDK there runs nothing else.
+# The package ships none of its own (``nemo_gym`` is a namespace it shares with NeMo Gym, whose
+# ``__init__.py`` does work on import), so staging writes this one.
+PACKAGE_INIT = b'"""NeMo Gym\'s verifier SDK, as staged into a sandbox: nothing more on purpose."""\n'
+
+
+def sdk_files() -> List[Tuple[str, bytes]]:
+    """``(name in /tests, content)`` for ``nemo_gym/__init__.py`` and every file of ``nemo_gym.verifiers``."""
     sdk = Path(nemo_gym.verifiers.__file__ or "").parent
-    files = [("nemo_gym/__init__.py", package_init)]
+    files = [("nemo_gym/__init__.py", PACKAGE_INIT)]
     for path in sorted(sdk.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed"):
-            files.append(("nemo_gym/verifiers/" + path.relative_to(sdk).as_posix(), path))
+            files.append(("nemo_gym/verifiers/" + path.relative_to(sdk).as_posix(), path.read_bytes()))
     return files

@@ -1,4 +1,4 @@
-"""``gym dataset publish --harbor``: a copy of a dataset that stock Harbor starts and grades as Gym does.
+"""``gym-harbor dataset publish --harbor``: a copy of a dataset that stock Harbor starts and grades as Gym does.
 
 Every task, a parameterized row included, becomes a whole Harbor task folder. Only what Harbor
 reads is written (its packager's list: ``task.toml``, ``instruction.md``, ``README.md``,
@@ -26,10 +26,10 @@ reads is written (its packager's list: ``task.toml``, ``instruction.md``, ``READ
   other task gets ``environment/Dockerfile``: ``FROM`` its ``docker_image`` (else the base image),
   ``WORKDIR`` its working directory (``workdir.working_directory``), and, for a task that names
   its users, those users (made when the image lacks them) with the working directory its
-  ``[agent].user``'s, as ``gym dataset validate`` gives it.
+  ``[agent].user``'s, as ``gym-harbor dataset validate`` gives it.
 
 Not written, because Harbor never reads them: ``workspace/`` (Gym's sample of the agent's end
-state, which ``gym verify`` grades by default: never the agent's starting state, which a task's
+state, which ``gym-harbor verify`` grades by default: never the agent's starting state, which a task's
 image holds), ``task_data.json`` at the
 task's root (the shim's copy is in ``tests/``), ``response.json``, ``solution/answer.md``, the
 dataset's own files (``dataset.toml``, ``rows.jsonl``, ``verifier.py``; Harbor's ``dataset.toml``
@@ -146,7 +146,7 @@ def dockerfile(image: str, workdir: str, users: Sequence[str] = (), agent: Optio
     (which Harbor runs every command in, so it must exist), the users the task names (made when the
     image lacks them) and, with an ``agent``, the working directory that user's."""
     lines = [
-        "# Written by gym dataset publish --harbor: the task's image, working directory and users.",
+        "# Written by gym-harbor dataset publish --harbor: the task's image, working directory and users.",
         f"FROM {image}",
         f"WORKDIR {workdir}",
     ]
@@ -245,7 +245,7 @@ def _instructions(task: Task, row: bool, files: Dict[str, ShimFile]) -> None:
 
 def _answers(task: Task, row: bool, files: Dict[str, ShimFile]) -> None:
     """``answer.md`` (a row's ``solution`` field) as a ``solve.sh`` that writes it; it wins over a
-    ``solve.sh`` beside it, as it does in ``gym dataset validate``."""
+    ``solve.sh`` beside it, as it does in ``gym-harbor dataset validate``."""
     if row:
         answer = task.task_data.get("solution")
         if isinstance(answer, str):
@@ -433,7 +433,7 @@ def group_refusals(refusals: Sequence[Refusal], rows: Sequence[str] = ()) -> Lis
 
 def publish_problems(dataset_root: Union[str, Path]) -> List[PublishProblem]:
     """The tasks of the dataset that ``publish --harbor`` would refuse, grouped by reason, writing
-    nothing (``gym dataset validate`` warns with them). Each is ``(task_ids, reason, noun)``, and
+    nothing (``gym-harbor dataset validate`` warns with them). Each is ``(task_ids, reason, noun)``, and
     ``str()`` of it is one line. A ``TaskError`` when the dataset itself cannot be read."""
     dataset = load_dataset(dataset_root)
     _, refusals = _publication(dataset, DEFAULT_BASE_IMAGE)

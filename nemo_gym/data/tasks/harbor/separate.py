@@ -66,7 +66,7 @@ class VerifierSandboxSpec:
     cpus: Optional[float] = None
     memory_mb: Optional[int] = None
     # No [verifier.environment] (the task's or the step's): a declared ``image`` is the task's own, so an
-    # override of the task's image (``gym verify --image``) is this one's too.
+    # override of the task's image (``gym-harbor verify --image``) is this one's too.
     inherits_image: bool = False
     # The artifacts collected for this run, as (source, "file" or "folder"), once they are out of
     # the agent's sandbox: a sandbox that maps paths to host folders (the local one) places them.

@@ -60,7 +60,7 @@ def static_files() -> Tuple[ShimFile, ...]:
         ShimFile(name, (folder / name).read_bytes(), _EXECUTABLE if name.endswith(".sh") else _REGULAR)
         for name in SHIM_FILES
     ]
-    files.extend(ShimFile(name, path.read_bytes()) for name, path in sdk_files())
+    files.extend(ShimFile(name, data) for name, data in sdk_files())
     return tuple(sorted(files, key=lambda file: file.name))
 
 

@@ -683,7 +683,7 @@ def _load(
     solution = _table(config, "solution", where, "[solution]") or {}
     artifacts = _artifacts(config.get("artifacts"), where, "artifacts")
     _check_destinations(artifacts, where)
-    env_table(solution.get("env"), where, "solution.env")  # the oracle's env (gym dataset validate)
+    env_table(solution.get("env"), where, "solution.env")  # the oracle's env (gym-harbor dataset validate)
     task = Task(
         id=task_id,
         path=path,
@@ -726,7 +726,9 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_ru
     if (path / ROWS_FILE).exists():
         rows = load_dataset(path)
         if row is None:
-            raise TaskError(f"{path}: a dataset of {len(rows.rows)} parameterized rows; name one (gym verify --row ID)")
+            raise TaskError(
+                f"{path}: a dataset of {len(rows.rows)} parameterized rows; name one (gym-harbor verify --row ID)"
+            )
         if row not in rows.rows:
             raise TaskError(f"{path / ROWS_FILE}: no row with id {row!r}")
         return rows.task(row)

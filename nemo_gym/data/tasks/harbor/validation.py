@@ -1,4 +1,4 @@
-"""``gym dataset validate``: run each task's oracle, verify, and check for full marks.
+"""``gym-harbor dataset validate``: run each task's oracle, verify, and check for full marks.
 
 The oracle runs as Harbor's does (``agents/oracle.py``): ``solution/`` is copied to ``/solution``
 and ``(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1`` runs from the task's working directory,

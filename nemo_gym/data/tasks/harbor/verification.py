@@ -253,7 +253,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     if plan.mode == "separate":
         raise TaskError(
             "this task's verifier runs in a separate sandbox of its own: verify it with "
-            "separate.run_separate_verification (gym verify --sandbox docker does)"
+            "separate.run_separate_verification (gym-harbor verify --sandbox docker does)"
         )
     if plan.kind == TEST_SH and (sandbox.tests_dir, sandbox.logs_dir) != ("/tests", "/logs/verifier"):
         # A task's own test.sh writes the absolute /logs/verifier: it runs only where that path is the sandbox's.

@@ -1,6 +1,6 @@
 """Where verification runs: a small async protocol shaped like NeMo Gym's sandbox providers.
 
-``LocalSandbox`` runs on this machine (the default of ``gym verify``); ``DockerSandbox`` runs in a
+``LocalSandbox`` runs on this machine (the default of ``gym-harbor verify``); ``DockerSandbox`` runs in a
 container through the Docker SDK (the optional ``docker`` extra) and is imported on first use.
 """
 

@@ -1,4 +1,8 @@
-"""``gym``: NeMo Gym's command line for Harbor tasks (``gym verify``).
+"""``gym-harbor``: the command line for Harbor tasks (``gym-harbor verify``).
+
+It is not called ``gym``: NeMo Gym's own package installs a ``gym`` command, and the two must
+install side by side with neither overwriting the other. ``python -m nemo_gym.data.tasks.harbor``
+runs the same thing.
 
 Exit status: 0 when an outcome was produced (whatever the score), 2 for usage errors, 1 otherwise,
 128 + the signal's number after SIGINT, SIGTERM or SIGHUP. Errors are one sentence on stderr, never
@@ -23,9 +27,11 @@ if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
 
 T = TypeVar("T")
-# `gym verify --check`: the outcome was produced, but the run failed or was masked.
+# The command's name, in usage lines and at the start of every error.
+PROG = "gym-harbor"
+# `gym-harbor verify --check`: the outcome was produced, but the run failed or was masked.
 CHECK_FAILED = 3
-# The signals that stop gym cleanly: temporary folders removed and sandboxes closed, as on Ctrl-C.
+# The signals that stop gym-harbor cleanly: temporary folders removed and sandboxes closed, as on Ctrl-C.
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
@@ -92,7 +98,9 @@ class _SignalGuard:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gym", description="NeMo Gym command line for Harbor tasks.")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="NeMo Gym's command line for Harbor tasks: verify, validate and publish."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     verify = commands.add_parser("verify", help="run one task's verifier and print the outcome")
     verify.add_argument("task_dir", metavar="TASK_DIR", type=Path, help="the task folder")
@@ -300,7 +308,7 @@ def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
             published = publish_for_harbor(args.dataset, args.out, **options)
         except PublishError as error:
             header = str(error).splitlines()[0] if str(error) else "the dataset cannot be published"
-            print(f"gym: {_one_line(header)}", file=sys.stderr)
+            print(f"{PROG}: {_one_line(header)}", file=sys.stderr)
             for problem in error.problems:  # one line per reason, the tasks grouped
                 print(f"  {_one_line(str(problem))}", file=sys.stderr)
             return 1
@@ -362,7 +370,7 @@ async def _validate(args: argparse.Namespace) -> int:
     failed = [result.task_id for result in results if not result.passed]
     print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
     if failed:
-        print(f"gym: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
+        print(f"{PROG}: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
         return 1
     return 0
 
@@ -414,7 +422,7 @@ def _print_error(error: BaseException) -> None:
     """One line on stderr; a failed image build adds the builder's last lines below it."""
     lines = list(getattr(error, "lines", []) or [])
     text = str(error).splitlines()[0] if lines and str(error) else str(error)
-    print(f"gym: {_one_line(text)}", file=sys.stderr)
+    print(f"{PROG}: {_one_line(text)}", file=sys.stderr)
     for line in lines:
         print(f"  | {_one_line(line)}", file=sys.stderr)
 
@@ -434,7 +442,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         guard.restore()
     if guard.signum is not None:  # also when the work swallowed the cancel and finished anyway
         try:
-            print(f"gym: interrupted ({signal.Signals(guard.signum).name})", file=sys.stderr, flush=True)
+            print(f"{PROG}: interrupted ({signal.Signals(guard.signum).name})", file=sys.stderr, flush=True)
         except OSError:  # after SIGHUP the terminal may be gone
             pass
         return 128 + guard.signum
