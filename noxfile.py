@@ -40,14 +40,14 @@ _put_pyenv_builds_on_path()
 def tests(session: nox.Session) -> None:
     """The suite, against a real (non-editable) install: the wheel, not the checkout, is tested."""
     session.install(".[test]")
-    session.run("pytest", "-m", "not docker and not harbor", *session.posargs)
+    session.run("pytest", "-m", "not docker and not harbor and not nemo_gym", *session.posargs)
 
 
 @nox.session(python="3.12")
 def containers(session: nox.Session) -> None:
     """The shim and the host side in real containers, one image per Python 3.8-3.13 and the odd ones."""
     session.install(".[test]")
-    session.run("pytest", "-m", "docker and not harbor", *session.posargs)
+    session.run("pytest", "-m", "docker and not harbor and not nemo_gym", *session.posargs)
 
 
 # The real Harbor, as an oracle for the tests only (never a dependency of this package): the range the
