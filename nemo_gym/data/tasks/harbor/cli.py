@@ -171,6 +171,17 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--verifier-image", help="the image of every separate verifier (default: each task's, else built from tests/)"
     )
+    validate.add_argument(
+        "--jobs", "-j", type=int, metavar="N", help="validate N tasks at once (default: this machine's cores)"
+    )
+    validate.add_argument(
+        "--secrets",
+        type=Path,
+        help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
+    )
+    validate.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout (progress goes to stderr)"
+    )
     return parser
 
 
@@ -299,7 +310,7 @@ def _print_human(outcome: VerificationOutcome, label: str) -> None:
         print(outcome.stdout.rstrip("\n") or "(empty)")
 
 
-def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
+def _dataset(args: argparse.Namespace, parser: argparse.ArgumentParser, guard: _SignalGuard) -> int:
     if args.dataset_command == "publish":
         from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
 
@@ -314,23 +325,29 @@ def _dataset(args: argparse.Namespace, guard: _SignalGuard) -> int:
             return 1
         print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}")
         return 0
-    return guard.run(lambda: _validate(args))
+    return guard.run(lambda: _validate(args, parser))
 
 
-async def _validate(args: argparse.Namespace) -> int:
+async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from functools import partial
 
+    from nemo_gym.data.tasks.harbor.batch import default_jobs, map_bounded
+    from nemo_gym.data.tasks.harbor.progress import ProgressReport
+    from nemo_gym.data.tasks.harbor.publishing import publish_problems
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
     from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
         open_task_sandbox,
         prepare_images,
         verifier_sandbox_opener,
     )
-    from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset
+    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, read_secrets
     from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give at least 1")
+    jobs = args.jobs or default_jobs()
+    secrets = read_secrets(args.secrets) if args.secrets else None
     dataset = load_dataset(args.dataset)
-    docker = args.sandbox == "docker"
     open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image, progress=_build_progress)
 
     def open_verifier(task: Any) -> Any:
@@ -338,41 +355,91 @@ async def _validate(args: argparse.Namespace) -> int:
             task, kind=args.sandbox, image=args.verifier_image, task_image=args.image, progress=_build_progress
         )
 
-    from nemo_gym.data.tasks.harbor.publishing import publish_problems
+    # Validating is where an author learns early what will not publish.
+    warnings = [f"cannot publish for Harbor: {_one_line(str(problem))}" for problem in publish_problems(args.dataset)]
+    if not args.json:
+        for warning in warnings:
+            print(f"warning: {warning}", flush=True)
 
-    for problem in publish_problems(args.dataset):  # validating is where an author learns it early
-        print(f"warning: cannot publish for Harbor: {_one_line(str(problem))}", flush=True)
-
-    results: List[TaskResult] = []
-    total = len(dataset.task_ids)
-    for index, task_id in enumerate(dataset.task_ids, start=1):
+    # Loading and image builds go one task at a time (a build shows its own progress); the
+    # validations then run ``jobs`` at a time.
+    loaded: Dict[str, Any] = {}
+    for task_id in dataset.task_ids:
         try:
-            task = dataset.task(task_id)
-            if docker:
+            task: Task = dataset.task(task_id)
+            if args.sandbox == "docker":
                 await prepare_images(
                     task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress
                 )
-            result = await validate_task(task, open_sandbox, open_verifier)
+            loaded[task_id] = task
         except (TaskError, SandboxError) as error:
-            result = TaskResult(task_id, error=str(error))
-        results.append(result)
-        print(f"[{index}/{total}] {task_id}: {_verdict(result)}", flush=True)
-        if not result.passed:
-            for line in _failure_details(result):
-                print(line, flush=True)
-    print()
-    print("| task | oracle | reward | result |")
-    print("|---|---|---:|---|")
-    for result in results:
-        oracle = ", ".join(step.oracle for step in result.steps) or "-"
-        reward = "-" if result.reward is None else f"{result.reward:g}"
-        print(f"| {result.task_id} | {oracle} | {reward} | {'ok' if result.passed else 'FAILED'} |")
+            loaded[task_id] = TaskResult(task_id, error=str(error))
+
+    async def validate(task_id: str) -> TaskResult:
+        item = loaded[task_id]
+        if isinstance(item, TaskResult):
+            return item
+        try:
+            return await validate_task(item, open_sandbox, open_verifier, secrets=secrets)
+        except (TaskError, SandboxError) as error:
+            return TaskResult(task_id, error=str(error))
+
+    report = ProgressReport(
+        len(dataset.task_ids),
+        sys.stderr if args.json else sys.stdout,
+        verdict=lambda result: (
+            result.passed,
+            f"{result.task_id}: {_verdict(result)}",
+            [] if result.passed else _failure_details(result),
+        ),
+    )
+    try:
+        results = await map_bounded(list(dataset.task_ids), validate, jobs=jobs, progress=report.update)
+    finally:
+        report.close()
     failed = [result.task_id for result in results if not result.passed]
-    print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
+    total = len(results)
+    if args.json:
+        print(json.dumps(_validation_json(args.dataset, results, warnings)))
+    else:
+        print()
+        print("| task | oracle | reward | result |")
+        print("|---|---|---:|---|")
+        for result in results:
+            oracle = ", ".join(step.oracle for step in result.steps) or "-"
+            reward = "-" if result.reward is None else f"{result.reward:g}"
+            print(f"| {result.task_id} | {oracle} | {reward} | {'ok' if result.passed else 'FAILED'} |")
+        print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
     if failed:
         print(f"{PROG}: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _validation_json(dataset: Path, results: List[Any], warnings: List[str]) -> Dict[str, Any]:
+    """``dataset validate --json``: one object, the tasks in the dataset's order."""
+    tasks = []
+    for result in results:
+        steps = []
+        for step in result.steps:
+            outcome = step.outcome
+            entry: Dict[str, Any] = {"step": step.step, "oracle": step.oracle, "oracle_status": step.oracle_status}
+            if outcome is not None:
+                fields = ("reward", "masked", "mask_reason", "failure_kind", "detail", "timed_out")
+                entry.update({key: getattr(outcome, key) for key in fields})
+            entry["passed"] = step.passed
+            steps.append(entry)
+        tasks.append(
+            {
+                "task_id": result.task_id,
+                "passed": result.passed,
+                "reward": result.reward,
+                "error": result.error or None,
+                "steps": steps,
+            }
+        )
+    passed = sum(1 for task in tasks if task["passed"])
+    return {"dataset": str(dataset), "total": len(tasks), "passed": passed, "warnings": warnings, "tasks": tasks}
 
 
 # How much of the oracle's and the verifier's output a failed validation shows, per task.
@@ -459,7 +526,7 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
 
     try:
         if args.command == "dataset":
-            return _dataset(args, guard)
+            return _dataset(args, parser, guard)
         outcome = guard.run(lambda: _verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)

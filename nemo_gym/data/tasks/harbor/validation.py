@@ -24,7 +24,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
@@ -202,6 +202,8 @@ async def validate_task(
     task: Task,
     open_sandbox: Callable[[Task, Path], Any],
     open_verifier: Optional[Callable[[Task], Callable[[VerifierSandboxSpec], Any]]] = None,
+    *,
+    secrets: Optional[Mapping[str, str]] = None,
 ) -> TaskResult:
     """Oracle then verification, for the task or each of its steps, in one sandbox.
 
@@ -209,6 +211,7 @@ async def validate_task(
     workspace starts empty and is ``[agent].user``'s (see the module's docstring). A separate
     verifier runs where ``open_verifier(task)`` opens it (``separate.run_separate_verification``;
     without one, such a task fails validation); the agent's sandbox is stopped after the last step.
+    ``secrets`` fill ``${NAME}`` in the verifier's env, as ``plan_verification``'s do.
     """
     result = TaskResult(task.id)
     steps: List[Optional[str]] = [step.name for step in task.steps] or [None]
@@ -229,7 +232,7 @@ async def validate_task(
                     if step is not None:
                         await prepare_step(task, step, sandbox)
                     oracle = await run_oracle(task, step, sandbox)
-                    plan = plan_verification(task, step=step, response=oracle.response)
+                    plan = plan_verification(task, step=step, response=oracle.response, secrets=secrets)
                     if plan.mode != "separate":
                         outcome = await run_verification(plan, sandbox)
                     elif open_verifier is None:

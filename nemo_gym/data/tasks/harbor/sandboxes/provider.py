@@ -141,8 +141,8 @@ async def _provider_call(what: str, call: Any, timeout_s: Optional[float] = None
     """Awaits one provider call; whatever it raises is the sandbox's fault (``SandboxError``)."""
     try:
         return await asyncio.wait_for(call, timeout_s)
-    except asyncio.TimeoutError:
-        raise ExecTimeout(f"the provider did not answer the {what} within {timeout_s} s") from None
+    except (asyncio.TimeoutError, TimeoutError) as error:  # the two differ before Python 3.11
+        raise ExecTimeout(f"the provider's {what} timed out: {_describe(error)}") from None
     except SandboxError:
         raise
     except Exception as error:  # any fault of the provider: masked, never scored

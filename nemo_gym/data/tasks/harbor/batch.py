@@ -1,0 +1,134 @@
+"""Verification at scale: many rollouts, a bounded number at a time, one outcome each, in order.
+
+A server that has finished a batch of rollouts hands ``verify_rollouts`` one ``Rollout`` per agent
+sandbox (still running, as shared mode needs it): at most ``jobs`` verifications run at once, the
+outcomes come back in the rollouts' order, and ``progress`` hears of each as it ends. Going past
+one machine is the sandbox provider's business (NeMo Gym's providers start sandboxes on a
+cluster); ``jobs`` bounds how many this process drives at once, whatever runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    AsyncContextManager,
+    Awaitable,
+    Callable,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    TypeVar,
+)
+
+from nemo_gym.data.tasks.harbor.task import TaskError
+
+if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox
+    from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec
+    from nemo_gym.data.tasks.harbor.task import Task
+    from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, VerificationPlan
+
+T = TypeVar("T")
+R = TypeVar("R")
+# The machine's cores: a verification's own work on this host (staging, reading results) is CPU,
+# and a local sandbox runs on the same cores; a remote provider may take more (--jobs).
+DEFAULT_JOBS = os.cpu_count() or 1
+
+Progress = Callable[[int, int, int, R], None]
+
+
+def default_jobs() -> int:
+    """The default bound on verifications at once: the machine's cores."""
+    return DEFAULT_JOBS
+
+
+async def map_bounded(
+    items: Sequence[T],
+    work: Callable[[T], Awaitable[R]],
+    *,
+    jobs: int,
+    progress: Optional[Progress[R]] = None,
+) -> List[R]:
+    """``work(item)`` for every item, at most ``jobs`` at once; the results in the items' order.
+
+    ``progress(done, total, index, result)`` is called as each one ends (in the order they end).
+    The first exception cancels the work still running and is raised: callers turn the faults they
+    expect into results, so what escapes is a mistake that must be seen.
+    """
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number of at least 1, not {jobs!r}")
+    total = len(items)
+    results: List[Optional[R]] = [None] * total
+    pending = iter(range(total))  # shared by the workers: each takes the next index
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        for index in pending:
+            result = await work(items[index])
+            results[index] = result
+            done += 1
+            if progress is not None:
+                progress(done, total, index, result)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(jobs, total))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for running in workers:
+            running.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    return results  # type: ignore[return-value]  # every slot is filled once gather returns
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout to verify: its plan (``plan_verification``) and the agent's sandbox, still
+    running. A separate-mode plan also needs its ``task`` and ``open_verifier`` (the verifier's
+    own sandbox: ``separate.run_separate_verification``'s), and stops the agent's sandbox."""
+
+    plan: VerificationPlan
+    sandbox: Sandbox
+    task: Optional[Task] = None
+    open_verifier: Optional[Callable[[VerifierSandboxSpec], AsyncContextManager[Sandbox]]] = None
+
+
+async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
+    """One rollout's outcome, in shared or separate mode as its plan says."""
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+    from nemo_gym.data.tasks.harbor.verification import run_verification
+
+    if rollout.plan.mode != "separate":
+        return await run_verification(rollout.plan, rollout.sandbox)
+    assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
+    return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
+
+
+async def verify_rollouts(
+    rollouts: Iterable[Rollout],
+    *,
+    jobs: Optional[int] = None,
+    progress: Optional[Progress[VerificationOutcome]] = None,
+) -> List[VerificationOutcome]:
+    """Every rollout's outcome, in order, at most ``jobs`` (default: the machine's cores) at once.
+
+    Faults of a sandbox mask that rollout alone, as ``run_verification`` does. A rollout that
+    cannot run at all (a separate-mode plan without its task or verifier sandbox) is refused with
+    ``TaskError`` before any verification starts; a task's mistake found during a run (``TaskError``)
+    stops the batch and is raised, since every rollout of that task would hit it.
+    """
+    items = list(rollouts)
+    for index, rollout in enumerate(items):
+        if rollout.plan.mode == "separate" and (rollout.task is None or rollout.open_verifier is None):
+            raise TaskError(
+                f"rollout {index}: its verifier runs in a sandbox of its own: give its task and open_verifier"
+            )
+    return await map_bounded(items, verify_rollout, jobs=jobs or default_jobs(), progress=progress)
+
+
+__all__ = ["DEFAULT_JOBS", "Rollout", "default_jobs", "map_bounded", "verify_rollout", "verify_rollouts"]
