@@ -1,5 +1,5 @@
 """Test matrix: ``nox`` runs the suite on Python 3.8-3.13, the container tests, parity with the real
-``harbor`` package, lint and types.
+``harbor`` package, installation beside the real ``nemo-gym`` package, lint and types.
 
 Interpreters are taken from pyenv's builds when present (this machine kind has all six); a missing
 one fails the run rather than skipping, so CI cannot go green on part of the matrix.
@@ -14,7 +14,7 @@ import nox
 
 PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 
-nox.options.sessions = ["tests", "containers", "harbor", "lint", "types"]
+nox.options.sessions = ["tests", "containers", "harbor", "nemo-gym", "lint", "types"]
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_existing_virtualenvs = True
 # CI shows only the tail of the run: stopping at the first failure keeps the failing session's output there.
@@ -72,6 +72,28 @@ def harbor(session: nox.Session) -> None:
         *session.posargs,
         env={"NEMO_GYM_REQUIRE_HARBOR": "1", "HARBOR_TELEMETRY": "0"},
     )
+
+
+# The real NeMo Gym, the package this one installs beside: both put files into ``nemo_gym/``. Its heavy
+# dependencies (Ray, MLflow, ...) are not needed for what is checked, so it goes in with --no-deps.
+NEMO_GYM = "nemo-gym>=0.4,<0.5"
+# The test extra, and PyYAML: this package's own dependency (tomli is for Python < 3.11 only).
+TEST_TOOLS = ["pytest>=7.4", "hypothesis>=6.80", "docker>=6.1", "PyYAML>=6.0"]
+
+
+@nox.session(name="nemo-gym", python="3.12")
+@nox.parametrize("order", ["nemo-gym-first", "this-first"])
+def nemo_gym(session: nox.Session, order: str) -> None:
+    """This package and the real ``nemo-gym`` in one environment, installed in either order: no file of
+    either is overwritten, both packages' imports and commands work, and a verification grades. The venv
+    is reused, so both are uninstalled first; ``NEMO_GYM_REQUIRE_NEMO_GYM=1`` makes a missing
+    ``nemo-gym`` fail rather than skip."""
+    session.run("python", "-m", "pip", "uninstall", "--yes", "nemo-gym", "nemo-gym-harbor-verifiers", silent=True)
+    session.install(*TEST_TOOLS)
+    packages = [NEMO_GYM, "."] if order == "nemo-gym-first" else [".", NEMO_GYM]
+    for package in packages:
+        session.install("--no-deps", package)
+    session.run("pytest", "-m", "nemo_gym", *session.posargs, env={"NEMO_GYM_REQUIRE_NEMO_GYM": "1"})
 
 
 @nox.session(python="3.12")
