@@ -179,6 +179,9 @@ async def _apart(
             if missing != TRANSCRIPT:  # an agent that keeps no ATIF transcript is common
                 LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
         spec = replace(spec, landing=tuple(sorted({(item.artifact.source, item.kind) for item in collected.artifacts})))
+        # Asked for before the agent's sandbox stops: an opener that refuses the spec (a network it
+        # cannot enforce) raises here, with the agent's sandbox still there to verify another way.
+        opening = open_verifier(spec)
         stop = sandbox_option(agent, "stop", None) if stop_agent else None
         if stop is not None:
             try:
@@ -186,7 +189,7 @@ async def _apart(
             except Exception as error:  # the agent's sandbox is done with either way
                 LOGGER.warning("stopping the agent's sandbox failed: %s", error)
         try:
-            async with open_verifier(spec) as verifier:
+            async with opening as verifier:
                 await deliver_artifacts(verifier, collected)
                 ships = await verifier.exec(
                     "test -f /tests/test.sh", cwd="/", user=verifier.admin_user, timeout_s=60, clean_shell=True

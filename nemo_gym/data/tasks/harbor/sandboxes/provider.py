@@ -33,6 +33,8 @@ from typing import (
     Dict,
     Mapping,
     Optional,
+    Sequence,
+    Tuple,
 )
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
@@ -94,8 +96,12 @@ class ProviderSandbox:
         tmp_dir: str,
         environment: Optional[Mapping[str, str]] = None,
         private_pids: bool = False,
+        own_user: Sequence[User] = (),
     ) -> None:
         self.provider, self.handle = provider, handle
+        # The user the sandbox runs a command as when none is named (name and uid): asked for by
+        # name, it is not named at all, since some providers switch users only through root.
+        self._own = {str(user) for user in own_user if user != ""}
         self.workdir, self.admin_user, self.default_user = workdir, admin_user, default_user
         self.tmp_dir = tmp_dir
         self.environment = dict(environment or {})
@@ -121,7 +127,7 @@ class ProviderSandbox:
             cwd=cwd or self.workdir,
             env=dict(env) if env else None,
             timeout_s=timeout_s,
-            user=user,
+            user=None if user is not None and str(user) in self._own else user,
         )
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
@@ -210,6 +216,7 @@ async def attach(
     if first.return_code != 0 or len(lines) < 2 or not lines[1].strip().isdigit():
         raise SandboxError(f"the sandbox could not be probed: {(first.stdout + first.stderr).strip()[-500:]}")
     where, uid, name = lines[0], int(lines[1]), (lines[2].strip() if len(lines) > 2 else "")
+    own: Tuple[User, ...] = () if admin_user is not None else (name, uid)
     default_user: Optional[User] = None
     if admin_user is None and uid == 0:
         admin_user = "root"
@@ -218,6 +225,7 @@ async def attach(
         if await _try_root(probe, make_folder):
             admin_user = "root"
         else:  # no root in this sandbox: its own user stages and reads
+            admin_user = default_user
             made = await probe(None, make_folder)
             if made.return_code != 0:
                 raise SandboxError(f"the sandbox's upload folder could not be made: {made.stderr.strip()[-500:]}")
@@ -230,6 +238,7 @@ async def attach(
         tmp_dir=folder,
         environment=environment,
         private_pids=private_pids,
+        own_user=own,
     )
 
 
