@@ -93,7 +93,10 @@ def nemo_gym(session: nox.Session, order: str) -> None:
     packages = [NEMO_GYM, "."] if order == "nemo-gym-first" else [".", NEMO_GYM]
     for package in packages:
         session.install("--no-deps", package)
-    session.run("pytest", "-m", "nemo_gym", *session.posargs, env={"NEMO_GYM_REQUIRE_NEMO_GYM": "1"})
+    env = {"NEMO_GYM_REQUIRE_NEMO_GYM": "1"}
+    session.run("pytest", "-m", "nemo_gym", *session.posargs, env=env)
+    # The fault-injecting provider's tests, on NeMo Gym's own result and handle types this time.
+    session.run("pytest", "tests/test_provider.py", *session.posargs, env=env)
 
 
 @nox.session(python="3.12")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from provider_types import SandboxExecResult, SandboxHandle, SandboxSpec
+from provider_types import REAL, SandboxExecResult, SandboxHandle, SandboxSpec
 from support import EXAMPLES
 
 from nemo_gym.data.tasks.harbor.rewards import VERIFIER_TIMEOUT
@@ -135,6 +135,14 @@ def _verify(provider: LocalProvider, task_dir: Path = EXAMPLES / "answer-file", 
 
 def _key(outcome: VerificationOutcome) -> Tuple[Any, ...]:
     return (outcome.reward, outcome.masked, outcome.mask_reason, outcome.failure_kind)
+
+
+def test_the_types_are_nemo_gyms_where_it_is_installed():
+    import importlib.util
+
+    assert REAL == (importlib.util.find_spec("nemo_gym.sandbox") is not None)
+    if REAL:
+        assert SandboxExecResult.__module__ == "nemo_gym.sandbox.providers.base"
 
 
 def test_a_run_over_a_provider_scores_and_costs_one_upload_two_execs_one_download(tmp_path):

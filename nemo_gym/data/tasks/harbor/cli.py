@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # The command's name, in usage lines and at the start of every error.
 PROG = "gym-harbor"
+SECRETS_HELP = "a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output"
 # `gym-harbor verify --check`: the outcome was produced, but the run failed or was masked.
 CHECK_FAILED = 3
 # The signals that stop gym-harbor cleanly: temporary folders removed and sandboxes closed, as on Ctrl-C.
@@ -126,11 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--timeout", type=float, help="the verifier's timeout in seconds (default: task.toml's)")
     verify.add_argument("--step", help="the step of a multi-step task to verify")
     verify.add_argument("--row", help="the row of a parameterized dataset (rows.jsonl) to verify")
-    verify.add_argument(
-        "--secrets",
-        type=Path,
-        help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
-    )
+    verify.add_argument("--secrets", type=Path, help=SECRETS_HELP)
     verify.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     verify.add_argument(
         "--mount",
@@ -174,11 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--jobs", "-j", type=int, metavar="N", help="validate N tasks at once (default: this machine's cores)"
     )
-    validate.add_argument(
-        "--secrets",
-        type=Path,
-        help="a .json or .toml table of secrets: they fill ${NAME} in [verifier].env and never appear in any output",
-    )
+    validate.add_argument("--secrets", type=Path, help=SECRETS_HELP)
     validate.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout (progress goes to stderr)"
     )
