@@ -140,7 +140,7 @@ def _key(outcome: VerificationOutcome) -> Tuple[Any, ...]:
 def test_the_types_are_nemo_gyms_where_it_is_installed():
     import importlib.util
 
-    assert REAL == (importlib.util.find_spec("nemo_gym.sandbox") is not None)
+    assert (importlib.util.find_spec("nemo_gym.sandbox") is not None) == REAL
     if REAL:
         assert SandboxExecResult.__module__ == "nemo_gym.sandbox.providers.base"
 
@@ -277,3 +277,28 @@ def test_a_hung_provider_is_a_timeout_not_a_hang(tmp_path, monkeypatch):
 
     with pytest.raises(ExecTimeout):
         asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_the_probe_never_runs_the_agents_programs(tmp_path):
+    """The sandbox's PATH names the workspace (its env says so), where the agent left an ``id`` and
+    a ``mkdir``: the probe, which runs as root, finds the system's own."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(EXAMPLES / "answer-file" / "workspace", workspace)
+    for name in ("id", "mkdir", "printf", "bash"):
+        program = workspace / name
+        program.write_text(f"#!/bin/sh\necho {name} >> /app/ran-as-root\nexit 0\n")
+        program.chmod(0o755)
+    provider = LocalProvider(workspace, tmp_path / "scratch")
+    (tmp_path / "scratch").mkdir()
+    task = load_task(EXAMPLES / "answer-file")
+    spec = SandboxSpec(image="local", workdir="/app", env={"PATH": "/app:/usr/bin:/bin", "LD_PRELOAD": "/app/x.so"})
+
+    async def run() -> Tuple[VerificationOutcome, str]:
+        async with open_provider_sandbox(provider, spec) as sandbox:
+            outcome = await run_verification(plan_verification(task), sandbox)
+            ran = await sandbox.exec("cat /app/ran-as-root 2>/dev/null; true", clean_shell=True)
+            return outcome, ran.stdout
+
+    outcome, ran = asyncio.run(run())
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+    assert ran == "", f"the agent's programs ran: {ran!r}"

@@ -37,6 +37,7 @@ from typing import (
     Tuple,
 )
 
+from nemo_gym.data.tasks.harbor.grading import ALWAYS_BLANKED
 from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
 from nemo_gym.data.tasks.harbor.task import TaskError
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
@@ -51,6 +52,8 @@ PROVIDER_FAULT_CODE = 125
 # provider's timeout should always answer first.
 PROVIDER_GRACE_SEC = 60.0
 PROBE_TIMEOUT_SEC = 60.0
+# Where the probe finds its programs: the system's folders only, as grading's steps do.
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The probe's answer: the working directory, the uid and the user's name, one a line.
 _PROBE = 'printf "%s\\n" "$PWD" "$(id -u)" "$(id -un 2>/dev/null)"'
 
@@ -204,8 +207,12 @@ async def attach(
     make_folder = f"mkdir -m 0711 {folder}"
 
     async def probe(user: Optional[User], extra: str) -> ExecResult:
+        # As grading's own steps: a clean bash, a fixed PATH and no preload, since it may run as
+        # root in a sandbox the agent has had to itself (its `id` or `mkdir` must never run).
+        command = "exec /bin/bash -p -c " + shlex.quote(f"PATH={SAFE_PATH}; {_PROBE} && {extra}")
+        blank = dict.fromkeys(ALWAYS_BLANKED, "")
         return await _provider_exec(
-            provider, handle, f"{_PROBE} && {extra}", cwd=workdir, env=None, timeout_s=PROBE_TIMEOUT_SEC, user=user
+            provider, handle, command, cwd=workdir, env=blank, timeout_s=PROBE_TIMEOUT_SEC, user=user
         )
 
     # The folder is made at once by a named admin or by root; any other user waits for the answer.
