@@ -283,7 +283,7 @@ def test_validate_warns_about_tasks_that_cannot_publish(tmp_path, capsys):
     dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
     main(["dataset", "validate", str(dataset)])
     out = capsys.readouterr().out
-    assert out.startswith("warning: cannot publish for Harbor: 7 rows (r0, r1"), out
+    assert out.startswith(f"{dataset}: publish --harbor: warning: cannot publish for Harbor: 7 rows (r0, r1"), out
 
 
 def test_publish_takes_the_base_image(tmp_path, capsys):

@@ -147,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"exit {CHECK_FAILED} when the verifier failed (no or an invalid reward, a timeout) or was masked",
     )
 
+    check = commands.add_parser(
+        "check", help="find what can be known without a sandbox (exit 1 for errors, 3 for warnings only)"
+    )
+    check.add_argument("path", metavar="TASK_OR_DATASET", type=Path, help="a task folder or a dataset folder")
+    check.add_argument("--json", action="store_true", help="print the findings as one JSON object")
+
     dataset = commands.add_parser("dataset", help="work on a whole dataset").add_subparsers(
         dest="dataset_command", required=True, metavar="DATASET_COMMAND"
     )
@@ -303,10 +309,34 @@ def _print_human(outcome: VerificationOutcome, label: str) -> None:
         print(outcome.stdout.rstrip("\n") or "(empty)")
 
 
+def _check(args: argparse.Namespace) -> int:
+    from nemo_gym.data.tasks.harbor.check import check, exit_status
+
+    findings = check(args.path)
+    if args.json:
+        print(json.dumps({"path": str(args.path), "findings": [finding.as_dict() for finding in findings]}))
+    else:
+        for finding in findings:
+            print(_one_line(str(finding)))
+        errors = sum(1 for finding in findings if finding.severity == "error")
+        print(f"{errors} error(s), {len(findings) - errors} warning(s)" if findings else f"{args.path}: nothing found")
+    return exit_status(findings)
+
+
 def _dataset(args: argparse.Namespace, parser: argparse.ArgumentParser, guard: _SignalGuard) -> int:
     if args.dataset_command == "publish":
+        from nemo_gym.data.tasks.harbor.check import ERROR, PUBLISH_KEY, check
         from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
 
+        # `check` first: a task it finds broken would publish and then fail under Harbor. (What
+        # only cannot publish is publishing's own refusal, below, a line per reason.)
+        findings = [finding for finding in check(args.dataset) if finding.key != PUBLISH_KEY]
+        for finding in findings:
+            print(_one_line(str(finding)), file=sys.stderr)
+        errors = [finding for finding in findings if finding.severity == ERROR]
+        if errors:
+            print(f"{PROG}: {len(errors)} error(s) found by check, nothing written", file=sys.stderr)
+            return 1
         options = {} if args.base_image is None else {"base_image": args.base_image}
         try:
             published = publish_for_harbor(args.dataset, args.out, **options)
@@ -325,8 +355,8 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     from functools import partial
 
     from nemo_gym.data.tasks.harbor.batch import default_jobs, map_bounded
+    from nemo_gym.data.tasks.harbor.check import check
     from nemo_gym.data.tasks.harbor.progress import ProgressReport
-    from nemo_gym.data.tasks.harbor.publishing import publish_problems
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
     from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
         open_task_sandbox,
@@ -348,11 +378,11 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             task, kind=args.sandbox, image=args.verifier_image, task_image=args.image, progress=_build_progress
         )
 
-    # Validating is where an author learns early what will not publish.
-    warnings = [f"cannot publish for Harbor: {_one_line(str(problem))}" for problem in publish_problems(args.dataset)]
+    # `check` first: what is wrong, or will not publish, is known before any sandbox starts.
+    findings = check(args.dataset)
     if not args.json:
-        for warning in warnings:
-            print(f"warning: {warning}", flush=True)
+        for finding in findings:
+            print(_one_line(str(finding)), flush=True)
 
     # Loading and image builds go one task at a time (a build shows its own progress); the
     # validations then run ``jobs`` at a time.
@@ -393,7 +423,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     failed = [result.task_id for result in results if not result.passed]
     total = len(results)
     if args.json:
-        print(json.dumps(_validation_json(args.dataset, results, warnings)))
+        print(json.dumps(_validation_json(args.dataset, results, findings)))
     else:
         print()
         print("| task | oracle | reward | result |")
@@ -409,7 +439,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     return 0
 
 
-def _validation_json(dataset: Path, results: List[Any], warnings: List[str]) -> Dict[str, Any]:
+def _validation_json(dataset: Path, results: List[Any], findings: List[Any]) -> Dict[str, Any]:
     """``dataset validate --json``: one object, the tasks in the dataset's order."""
     tasks = []
     for result in results:
@@ -432,7 +462,13 @@ def _validation_json(dataset: Path, results: List[Any], warnings: List[str]) -> 
             }
         )
     passed = sum(1 for task in tasks if task["passed"])
-    return {"dataset": str(dataset), "total": len(tasks), "passed": passed, "warnings": warnings, "tasks": tasks}
+    return {
+        "dataset": str(dataset),
+        "total": len(tasks),
+        "passed": passed,
+        "findings": [finding.as_dict() for finding in findings],
+        "tasks": tasks,
+    }
 
 
 # How much of the oracle's and the verifier's output a failed validation shows, per task.
@@ -520,6 +556,8 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
     try:
         if args.command == "dataset":
             return _dataset(args, parser, guard)
+        if args.command == "check":
+            return _check(args)
         outcome = guard.run(lambda: _verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)

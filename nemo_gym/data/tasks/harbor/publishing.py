@@ -440,6 +440,13 @@ def publish_problems(dataset_root: Union[str, Path]) -> List[PublishProblem]:
     return group_refusals(refusals, tuple(dataset.rows))
 
 
+def task_publish_problems(task_dir: Union[str, Path]) -> List[PublishProblem]:
+    """``publish_problems`` of one task folder, as the only task of a dataset."""
+    folder = Path(task_dir)
+    _, refusals = _publication(Dataset(folder.parent, folders=(folder.name,)), DEFAULT_BASE_IMAGE)
+    return group_refusals(refusals, ())
+
+
 def publish_for_harbor(
     dataset_root: Union[str, Path], out: Union[str, Path], *, base_image: Optional[str] = None
 ) -> List[str]:

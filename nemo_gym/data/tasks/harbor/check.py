@@ -1,0 +1,377 @@
+"""``gym-harbor check``: everything about a task or a dataset that can be known without a sandbox.
+
+Each finding names its file and key and says what to do, in one line. Errors are what will fail
+for sure (a file that does not load, a ``verify`` the runner cannot call, an unclosed ``${``);
+warnings are what will quietly grade wrong or not everywhere (an unknown key, which Harbor ignores
+too; ``$NAME`` that is not a template; an import the image must provide; a task that cannot be
+published for Harbor). Nothing here runs the author's code: ``verifier.py`` is read as source.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import re
+import sys
+import sysconfig
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset, load_task, read_toml
+
+ERROR, WARNING = "error", "warning"
+# The key of a finding that only says a task cannot be published for Harbor.
+PUBLISH_KEY = "publish --harbor"
+
+# The keys Harbor's TaskConfig (harbor 0.26, schema 1.4) knows, by table: ``True`` is a value,
+# ``None`` a table whose keys are free (``metadata``, an env table), ``[...]`` an array of tables.
+Schema = Dict[str, Any]
+
+
+def _values(*names: str) -> Schema:
+    return {name: True for name in names}
+
+
+_HEALTHCHECK = _values("command", "interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec", "retries")
+_ENVIRONMENT: Schema = {
+    **_values(
+        "build_timeout_sec",
+        "docker_image",
+        "os",
+        "cpus",
+        "memory_mb",
+        "storage_mb",
+        "gpus",
+        "gpu_types",
+        "skills_dir",
+        "workdir",
+        "allow_internet",
+        "network_mode",
+        "allowed_hosts",
+    ),
+    "env": None,
+    "tpu": _values("type", "topology"),
+    "mcp_servers": [_values("name", "transport", "url", "command", "args", "headers")],
+    "healthcheck": _HEALTHCHECK,
+}
+_ARTIFACT = [_values("source", "destination", "exclude", "service")]
+_VERIFIER: Schema = {
+    **_values("timeout_sec", "user", "environment_mode", "network_mode", "allowed_hosts"),
+    "env": None,
+    "environment": _ENVIRONMENT,
+    "collect": [_values("command", "service", "timeout_sec", "user")],
+}
+_AGENT = _values("timeout_sec", "user", "network_mode", "allowed_hosts")
+TASK_KEYS: Schema = {
+    **_values("schema_version", "version", "source", "multi_step_reward_strategy"),
+    "task": {**_values("name", "version", "description", "keywords"), "authors": [_values("name", "email")]},
+    "metadata": None,
+    "verifier": _VERIFIER,
+    "agent": _AGENT,
+    "environment": _ENVIRONMENT,
+    "solution": {"env": None},
+    "artifacts": _ARTIFACT,
+    "steps": [
+        {
+            **_values("name", "min_reward"),
+            "agent": _AGENT,
+            "verifier": _VERIFIER,
+            "healthcheck": _HEALTHCHECK,
+            "artifacts": _ARTIFACT,
+        }
+    ],
+}
+# This package's dataset.toml (Harbor's own dataset.toml is another format); "*" is any task id.
+DATASET_KEYS: Schema = {"timeout_multiplier": True, "gym": {"tasks": {"*": {"verifier": _values("inputs")}}}}
+
+_DOLLAR_NAME = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_WHOLE_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing ``check`` found: in ``path`` (and at ``key``, when there is one)."""
+
+    severity: str
+    path: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: {self.key}" if self.key else self.path
+        return f"{where}: {self.severity}: {self.message}"
+
+    def as_dict(self) -> Dict[str, str]:
+        return asdict(self)
+
+
+def unknown_keys(table: Mapping[str, Any], schema: Schema, where: str, prefix: str = "") -> List[Finding]:
+    """A warning per key of ``table`` that ``schema`` does not know, with the closest known one."""
+    findings: List[Finding] = []
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if key not in schema and "*" not in schema:
+            close = difflib.get_close_matches(str(key), [str(known) for known in schema if known != "*"], n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            findings.append(Finding(WARNING, where, name, f"unknown key, ignored (as Harbor ignores it){hint}"))
+            continue
+        shape = schema.get(key, schema.get("*"))
+        if isinstance(shape, list) and isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    findings += unknown_keys(item, shape[0], where, f"{name}[{index}].")
+        elif isinstance(shape, dict) and isinstance(value, dict):
+            findings += unknown_keys(value, shape, where, f"{name}.")
+    return findings
+
+
+def template_findings(env: Mapping[str, Any], where: str, table: str) -> List[Finding]:
+    """Values that look like templates but are not: they reach the verifier as literal text."""
+    findings: List[Finding] = []
+    for key, value in env.items():
+        if not isinstance(value, str) or "$" not in value or _WHOLE_TEMPLATE.fullmatch(value):
+            continue
+        name = f"{table}.{key}"
+        if "${" in value and "}" not in value[value.index("${") :]:
+            message = f"{value!r} opens ${{ and never closes it: it reaches the verifier as literal text"
+            findings.append(Finding(ERROR, where, name, message))
+        elif _DOLLAR_NAME.fullmatch(value):
+            message = f"{value!r} is not a template and reaches the verifier as literal text; write ${{{value[1:]}}}"
+            findings.append(Finding(WARNING, where, name, message))
+        elif "${" in value:
+            message = (
+                f"{value!r} is not a template: only a whole value like ${{VAR}} or ${{VAR:-default}} is "
+                "filled, and this reaches the verifier as literal text"
+            )
+            findings.append(Finding(WARNING, where, name, message))
+    return findings
+
+
+def _env_tables(config: Mapping[str, Any]) -> Iterable[Tuple[str, Mapping[str, Any]]]:
+    """Every env table of a task.toml, by its dotted name."""
+
+    def table(holder: Any, *keys: str) -> Optional[Mapping[str, Any]]:
+        for key in keys:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        return holder if isinstance(holder, dict) else None
+
+    for name in ("verifier.env", "environment.env", "solution.env", "verifier.environment.env"):
+        found = table(config, *name.split("."))
+        if found is not None:
+            yield name, found
+    steps = config.get("steps")
+    for index, step in enumerate(steps if isinstance(steps, list) else []):
+        for name in ("verifier.env", "verifier.environment.env"):
+            found = table(step, *name.split("."))
+            if found is not None:
+                yield f"steps[{index}].{name}", found
+
+
+# --- verifier.py, read as source ----------------------------------------------------------------
+
+_KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
+
+
+def _is_stdlib(name: str) -> bool:
+    names = getattr(sys, "stdlib_module_names", None)  # Python 3.10+
+    if names is not None:
+        return name in names or name in sys.builtin_module_names
+    if name in sys.builtin_module_names:
+        return True
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = getattr(spec, "origin", None) or ""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    return bool(origin) and origin.startswith(stdlib) and "site-packages" not in origin
+
+
+def verifier_findings(path: Path, siblings: Sequence[str] = ()) -> List[Finding]:
+    """What reading ``verifier.py`` tells: it parses, defines a ``verify`` the runner can call, and
+    imports only what the sandbox has (the standard library, the SDK, files beside it)."""
+    where = str(path)
+    try:
+        source = path.read_bytes()
+        tree = ast.parse(source, filename=where)
+    except (OSError, ValueError) as error:
+        return [Finding(ERROR, where, "", f"cannot read it ({error})")]
+    except SyntaxError as error:
+        return [Finding(ERROR, where, f"line {error.lineno}", f"is not valid Python: {error.msg}")]
+    findings: List[Finding] = []
+    try:
+        ast.parse(source, filename=where, feature_version=(3, 8))
+    except SyntaxError as error:
+        message = f"uses syntax newer than Python 3.8 ({error.msg}): the image's python3 must be new enough"
+        findings.append(Finding(WARNING, where, f"line {error.lineno}", message))
+    findings += _verify_findings(tree, where)
+    findings += _import_findings(tree, where, siblings)
+    return findings
+
+
+def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
+    definition: Optional[ast.AST] = None
+    for node in tree.body:  # the last binding of `verify` at the top level wins, as at run time
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "verify":
+            definition = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.ImportFrom, ast.Import, ast.ClassDef)):
+            names = _bound_names(node)
+            if "verify" in names:
+                definition = node
+    if definition is None:
+        message = "defines no `verify` at the top level: the runner calls verify(workspace, task_data, ...)"
+        return [Finding(ERROR, where, "verify", message)]
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []  # a partial, a class, an import: the runner finds its signature at run time
+    arguments = definition.args
+    takes_keywords = arguments.kwarg is not None
+    positional = [*getattr(arguments, "posonlyargs", []), *arguments.args]
+    first_default = len(positional) - len(arguments.defaults)
+    findings: List[Finding] = []
+    required = [item.arg for index, item in enumerate(positional) if index < first_default]
+    required += [item.arg for item, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is None]
+    for name in required:
+        if name not in _KNOWN_ARGUMENTS:
+            message = (
+                f"declares `{name}`, which the runner cannot supply: it can declare workspace, task_data, "
+                "response and state (or give it a default)"
+            )
+            findings.append(Finding(ERROR, where, f"verify({name})", message))
+    if not takes_keywords and not positional and not arguments.kwonlyargs and arguments.vararg is None:
+        pass  # verify() with no arguments is allowed: it grades from nothing the runner gives
+    return findings
+
+
+def _bound_names(node: ast.AST) -> List[str]:
+    if isinstance(node, ast.ClassDef):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return [target.id for target in targets if isinstance(target, ast.Name)]
+
+
+def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> List[Finding]:
+    findings: List[Finding] = []
+    seen = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [(node.module, node.lineno)]
+        else:
+            continue
+        for module, line in modules:
+            top = module.split(".")[0]
+            if module in seen or top in siblings or top in ("verifier", "_gym_runner", "_gym_runner_rare"):
+                continue
+            seen.add(module)
+            if top == "nemo_gym":
+                if not (module == "nemo_gym" or module.startswith("nemo_gym.verifiers")):
+                    message = f"imports {module}, which is not in the sandbox: only nemo_gym.verifiers is staged there"
+                    findings.append(Finding(ERROR, where, f"line {line}", message))
+            elif not _is_stdlib(top):
+                message = (
+                    f"imports {top}, which is not in the standard library: the task's image must provide it "
+                    "(the local sandbox runs this machine's Python, so it may pass there and fail in a container)"
+                )
+                findings.append(Finding(WARNING, where, f"line {line}", message))
+    return findings
+
+
+# --- tasks and datasets ---------------------------------------------------------------------------
+
+
+def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[Finding]:
+    """The findings for one task folder."""
+    task_dir = Path(task_dir)
+    findings: List[Finding] = []
+    toml_path = task_dir / "task.toml"
+    if toml_path.is_file():
+        try:
+            config = read_toml(toml_path)
+        except TaskError as error:
+            return [Finding(ERROR, str(toml_path), "", _sentence(error, toml_path))]
+        findings += unknown_keys(config, TASK_KEYS, str(toml_path))
+        for name, table in _env_tables(config):
+            findings += template_findings(table, str(toml_path), name)
+    try:
+        task = load_task(task_dir)
+    except TaskError as error:
+        return [*findings, Finding(ERROR, str(toml_path if toml_path.is_file() else task_dir), "", str(error))]
+    verifiers = sorted(task.path.glob("tests/verifier.py")) + sorted(task.path.glob("steps/*/tests/verifier.py"))
+    if not verifiers and not (task.path / "tests").is_dir() and task.dataset_root is not None:
+        verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
+    for path in verifiers:
+        findings += verifier_findings(path, _siblings(path.parent))
+    return findings
+
+
+def _siblings(folder: Path) -> List[str]:
+    return [path.stem for path in folder.glob("*.py")] + [path.name for path in folder.iterdir() if path.is_dir()]
+
+
+def _sentence(error: BaseException, path: Path) -> str:
+    text = str(error)
+    prefix = f"{path}: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def is_dataset(path: Path) -> bool:
+    """A dataset folder rather than a task: no task.toml of its own, or rows."""
+    return not (path / "task.toml").is_file() or (path / "rows.jsonl").is_file()
+
+
+def check(path: Path) -> List[Finding]:
+    """The findings for a task folder or a dataset (its settings, every task, and what cannot be
+    published for Harbor), in the order of the files."""
+    from nemo_gym.data.tasks.harbor.publishing import publish_problems, task_publish_problems
+
+    path = Path(path)
+    if not path.is_dir():
+        return [Finding(ERROR, str(path), "", "is not a folder")]
+    if not is_dataset(path):
+        findings = check_task(path)
+        if not any(finding.severity == ERROR for finding in findings):
+            findings += _publish_findings(path, task_publish_problems)
+        return findings
+    findings = []
+    settings = path / "dataset.toml"
+    if settings.is_file():
+        try:
+            findings += unknown_keys(read_toml(settings), DATASET_KEYS, str(settings))
+        except TaskError as error:
+            findings.append(Finding(ERROR, str(settings), "", _sentence(error, settings)))
+    try:
+        dataset = load_dataset(path)
+    except TaskError as error:
+        return [*findings, Finding(ERROR, str(path), "", str(error))]
+    for folder in dataset.folders:
+        findings += check_task(path / folder, dataset_root=path)
+    if dataset.rows and (path / "verifier.py").is_file():
+        findings += verifier_findings(path / "verifier.py", _siblings(path))
+    if not any(finding.severity == ERROR for finding in findings):
+        findings += _publish_findings(path, publish_problems)
+    return findings
+
+
+def _publish_findings(path: Path, problems_of: Any) -> List[Finding]:
+    try:
+        problems = problems_of(path)
+    except TaskError as error:
+        return [Finding(ERROR, str(path), "", str(error))]
+    return [
+        Finding(WARNING, str(path), PUBLISH_KEY, f"cannot publish for Harbor: {problem}") for problem in problems
+    ]
+
+
+def exit_status(findings: Sequence[Finding]) -> int:
+    """1 when anything is an error, 3 when there are warnings only, else 0."""
+    if any(finding.severity == ERROR for finding in findings):
+        return 1
+    return 3 if findings else 0
+
+
+__all__ = ["DATASET_KEYS", "ERROR", "TASK_KEYS", "WARNING", "Finding", "check", "check_task", "exit_status"]

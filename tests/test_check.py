@@ -1,0 +1,205 @@
+"""``gym-harbor check``: what can be known without a sandbox, one line per finding with its file and
+key; exit 1 for errors, 3 for warnings only; ``--json``; run first by validate and publish."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+from support import EXAMPLES, write_files
+
+from nemo_gym.data.tasks.harbor.check import ERROR, WARNING, Finding, check, exit_status
+
+GYM = str(Path(sys.executable).parent / "gym-harbor")
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+TASK_TOML = """\
+[verifier]
+timeout_sec = 60.0
+
+[environment]
+workdir = "/workspace"
+"""
+VERIFIER = """\
+from nemo_gym.verifiers import exact_match
+from nemo_gym.verifiers.files import read_text
+
+
+def verify(workspace, task_data):
+    return exact_match(read_text(workspace, "answer.txt"), task_data["answer"])
+"""
+
+
+def _task(root: Path, toml: str = TASK_TOML, verifier: str = VERIFIER, **files: str) -> Path:
+    return write_files(
+        root,
+        {
+            "task.toml": toml,
+            "instruction.md": "Write the answer to answer.txt.\n",
+            "task_data.json": '{"answer": "42"}',
+            "solution/solve.sh": "#!/bin/bash\necho 42 > answer.txt\n",
+            "tests/verifier.py": verifier,
+            **files,
+        },
+    )
+
+
+def _keys(findings: List[Finding]) -> List[tuple]:
+    return [(finding.severity, finding.key) for finding in findings]
+
+
+def test_a_clean_task_has_no_findings(tmp_path):
+    assert check(_task(tmp_path / "t")) == []
+    assert exit_status([]) == 0
+
+
+def test_the_shipped_examples_and_the_corpus_raise_nothing_but_what_cannot_publish():
+    findings = check(EXAMPLES)
+    assert {finding.key for finding in findings} == {"publish --harbor"}, findings
+    assert all("numeric-response" in finding.message for finding in findings)
+    assert check(CORPUS) == []
+
+
+def test_typos_are_warnings_with_a_did_you_mean(tmp_path):
+    toml = '[verifer]\ntimeout_sec = 60\n[verifier]\ntimeout_secs = 30\n[environment]\nworkdr = "/app"\n[metadata]\nfree = 1\n'
+    findings = check(_task(tmp_path / "t", toml))
+    assert _keys(findings) == [
+        (WARNING, "verifer"),
+        (WARNING, "verifier.timeout_secs"),
+        (WARNING, "environment.workdr"),
+    ]
+    assert "did you mean verifier?" in findings[0].message
+    assert "did you mean verifier.timeout_sec?" in findings[1].message
+    assert "did you mean environment.workdir?" in findings[2].message
+    assert findings[0].path == str(tmp_path / "t" / "task.toml")
+    assert exit_status(findings) == 3
+
+
+def test_typos_inside_arrays_of_tables_and_steps_are_found(tmp_path):
+    toml = (
+        TASK_TOML
+        + '[[verifier.collect]]\ncommand = "true"\ntimeout = 5\n'
+        + '[[steps]]\nname = "one"\n[steps.verifier]\ntimeout_sec = 5\nusr = "x"\n'
+    )
+    findings = check(_task(tmp_path / "t", toml, **{"steps/one/instruction.md": "x\n"}))
+    keys = _keys(findings)
+    assert (WARNING, "verifier.collect[0].timeout") in keys
+    assert (WARNING, "steps[0].verifier.usr") in keys
+
+
+@pytest.mark.parametrize(
+    ("value", "severity", "says"),
+    [
+        ("${GRADING_MODE:-lenient", ERROR, "never closes it"),
+        ("$JUDGE_API_KEY", WARNING, "write ${JUDGE_API_KEY}"),
+        ("pre${A}", WARNING, "only a whole value"),
+    ],
+)
+def test_values_that_look_like_templates_but_are_not(tmp_path, value, severity, says):
+    toml = TASK_TOML + f'[verifier.env]\nMODE = {json.dumps(value)}\nFINE = "${{B:-x}}"\nPLAIN = "a$"\n'
+    findings = check(_task(tmp_path / "t", toml))
+    assert _keys(findings) == [(severity, "verifier.env.MODE")], findings
+    assert says in findings[0].message
+
+
+def test_a_verify_the_runner_cannot_call(tmp_path):
+    cases = {
+        "no-verify": ("def grade(workspace):\n    return 1\n", "defines no `verify`"),
+        "unknown-argument": ("def verify(workspace, grader):\n    return 1\n", "declares `grader`"),
+        "keyword-only": ("def verify(*, rubric):\n    return 1\n", "declares `rubric`"),
+        "syntax": ("def verify(:\n", "is not valid Python"),
+    }
+    for name, (source, says) in cases.items():
+        findings = check(_task(tmp_path / name, verifier=source))
+        assert [finding.severity for finding in findings] == [ERROR], (name, findings)
+        assert says in findings[0].message, (name, findings)
+    # What the runner can call raises nothing: defaults, **kwargs, response, a partial.
+    fine = [
+        "def verify(workspace, grader=None):\n    return 1\n",
+        "def verify(**kwargs):\n    return 1\n",
+        "async def verify(state):\n    return 1\n",
+        "import functools\ndef _grade(task_data, scale):\n    return scale\nverify = functools.partial(_grade, scale=1)\n",
+    ]
+    for index, source in enumerate(fine):
+        assert [f for f in check(_task(tmp_path / f"fine{index}", verifier=source)) if f.severity == ERROR] == []
+
+
+def test_imports_the_sandbox_lacks(tmp_path):
+    source = "import json\nimport numpy as np\nfrom nemo_gym.data.tasks.harbor import task\nimport helpers\n" + VERIFIER
+    findings = check(_task(tmp_path / "t", verifier=source, **{"tests/helpers.py": "X = 1\n"}))
+    assert _keys(findings) == [(WARNING, "line 2"), (ERROR, "line 3")], findings
+    assert "numpy" in findings[0].message and "image must provide it" in findings[0].message
+    assert "only nemo_gym.verifiers is staged there" in findings[1].message
+
+
+def test_newer_syntax_is_a_warning(tmp_path):
+    source = "def verify(task_data):\n    match task_data:\n        case _:\n            return 1\n"
+    findings = check(_task(tmp_path / "t", verifier=source))
+    assert len(findings) == 1 and findings[0].key.startswith("line "), findings
+    if sys.version_info >= (3, 10):  # valid here, but not on the Python 3.8 an image may have
+        assert findings[0].severity == WARNING and "newer than Python 3.8" in findings[0].message
+    else:  # this interpreter cannot read it at all
+        assert findings[0].severity == ERROR and "is not valid Python" in findings[0].message
+
+
+def test_check_never_runs_the_verifier(tmp_path):
+    marker = tmp_path / "ran"
+    source = f"open({str(marker)!r}, 'w').write('x')\n" + VERIFIER
+    check(_task(tmp_path / "t", verifier=source))
+    assert not marker.exists()
+
+
+def test_a_task_that_does_not_load_is_an_error_naming_the_file(tmp_path):
+    task = _task(tmp_path / "t", "[verifier]\ntimeout_sec = -1\n")
+    findings = check(task)
+    assert [finding.severity for finding in findings] == [ERROR]
+    assert "timeout_sec" in findings[0].message
+    broken = _task(tmp_path / "b", "[verifier\n")
+    assert "not valid TOML" in check(broken)[0].message
+
+
+def test_a_dataset_checks_its_settings_every_task_and_what_cannot_publish(tmp_path):
+    dataset = tmp_path / "ds"
+    _task(dataset / "good")
+    _task(dataset / "typo", "[verifier]\ntimeout_sec = 60\ntimout = 1\n")
+    write_files(dataset, {"dataset.toml": "timeout_multiplier = 2\n[gym.tasks.good.verifier]\ninputs = []\nfoo = 1\n"})
+    findings = check(dataset)
+    assert _keys(findings) == [(WARNING, "gym.tasks.good.verifier.foo"), (WARNING, "verifier.timout")], findings
+
+
+def test_the_command_prints_one_line_per_finding_and_exits_by_severity(tmp_path):
+    clean = subprocess.run([GYM, "check", str(_task(tmp_path / "a"))], capture_output=True, text=True)
+    assert clean.returncode == 0 and clean.stdout.endswith("nothing found\n"), clean
+    warned = subprocess.run(
+        [GYM, "check", str(_task(tmp_path / "b", TASK_TOML + "x = 1\n"))], capture_output=True, text=True
+    )
+    assert warned.returncode == 3 and warned.stdout.splitlines()[0].endswith(
+        "x: warning: unknown key, ignored (as Harbor ignores it)"
+    )
+    broken = _task(tmp_path / "c", verifier="def verify(grader):\n    return 1\n")
+    failed = subprocess.run([GYM, "check", str(broken), "--json"], capture_output=True, text=True)
+    assert failed.returncode == 1
+    report = json.loads(failed.stdout)
+    assert report["findings"][0]["severity"] == "error" and report["findings"][0]["key"] == "verify(grader)"
+
+
+def test_validate_prints_the_findings_first_and_publish_refuses_on_errors(tmp_path):
+    dataset = tmp_path / "ds"
+    shutil.copytree(EXAMPLES / "answer-file", dataset / "answer-file")
+    (dataset / "answer-file" / "task.toml").write_text(
+        (EXAMPLES / "answer-file" / "task.toml").read_text() + '[verifier.env]\nK = "${K"\n'
+    )
+    validated = subprocess.run([GYM, "dataset", "validate", str(dataset)], capture_output=True, text=True)
+    assert validated.stdout.splitlines()[0].endswith(
+        "verifier.env.K: error: '${K' opens ${ and never closes it: it reaches the verifier as literal text"
+    )
+    published = subprocess.run(
+        [GYM, "dataset", "publish", "--harbor", str(dataset), str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert published.returncode == 1 and "1 error(s) found by check, nothing written" in published.stderr
+    assert not (tmp_path / "out").exists()
