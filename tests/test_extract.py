@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +24,20 @@ BOXED = [
     ("no box", None),
     ("\\boxed", None),
     ("", None),
+    # A box that holds nothing but a box is opened to the innermost one.
+    ("\\boxed{\\boxed{5}}", "5"),
+    ("\\boxed{ \\fbox { \\boxed{-3} } }", "-3"),
+    ("\\boxed{\\boxed{\\frac{1}{2}}}", "\\frac{1}{2}"),
+    ("\\boxed{\\boxed{\\{1\\}}}", "\\{1\\}"),
+    ("\\boxed{1} \\boxed{\\boxed{2}}", "2"),
+    ("\\boxed{\\boxed{1}} \\boxed{2}", "2"),
+    # Near-misses: an empty innermost box, a box beside other text, an unbalanced one.
+    ("\\boxed{\\boxed{}}", None),
+    ("\\boxed{\\boxed{ }}", None),
+    ("\\boxed{\\boxed{1} + \\boxed{2}}", "\\boxed{1} + \\boxed{2}"),
+    ("\\boxed{\\boxed{5}.}", "\\boxed{5}."),
+    ("\\boxed{\\boxed{5}", None),
+    ("\\boxed{\\boxed{5\\}}", None),  # the escaped brace leaves both boxes open
 ]
 
 
@@ -48,6 +64,39 @@ ANSWERS = [
     ("The answer is 42", None),
     ("Answers: 5", None),
     (None, None),
+    # Underscore emphasis, balanced: before the colon, just after it, or at the end of the line.
+    ("__Answer__: A", "A"),
+    ("_Answer_: A", "A"),
+    ("__Final Answer__: 3", "3"),
+    ("_Answer:_ A", "A"),
+    ("__Answer:__ A", "A"),
+    ("_Answer: 42_", "42"),
+    ("_Answer: **42**_", "42"),
+    ("**_Answer_**: 9", "9"),
+    ("__Answer__:\n\n8", "8"),
+    ("Answer: 1\n__Answer__: 2", "2"),
+    # Near-misses: unbalanced underscores make a malformed label (None, no fall-back to an earlier
+    # one); a label inside an identifier is no label at all.
+    ("_Answer: A", None),
+    ("Answer_: A", None),
+    ("__Answer_: A", None),
+    ("_Final Answer: 3", None),
+    ("_Answer:\n42", None),  # emphasis left open at the end of the line
+    ("_Answer_: ", None),
+    ("Answer: 1\n_Answer: 2", None),
+    ("my_answer: 5", None),
+    ("Answer: 1\nmy_answer: 5", "1"),
+    ("the_answer_: 4", None),
+    ("Answer:_x_", "_x_"),  # underscores after a plain label are the payload's
+    # A fullwidth colon.
+    ("Answer：42", "42"),
+    ("FINAL ANSWER：12", "12"),
+    ("**Answer**：7", "7"),
+    ("Answer ： 5", "5"),
+    ("Answer：\n\n6", "6"),
+    ("Answer：", None),
+    ("Answer：\n", None),
+    ("Answer；5", None),  # a fullwidth semicolon is not a colon
 ]
 
 
@@ -79,8 +128,28 @@ def test_bad_tag_raises(tag):
         extract_tag("x", tag)
 
 
+def test_deeply_nested_boxes_cost_linear_time():
+    start = time.perf_counter()
+    assert extract_boxed("\\boxed{" * 100_000 + "5" + "}" * 100_000) == "5"
+    assert extract_boxed("\\boxed{" * 100_000 + "}" * 100_000) is None
+    assert extract_boxed("\\boxed{" * 100_000) is None
+    assert time.perf_counter() - start < 5.0
+
+
 @given(st.text())
 def test_never_raise(text):
     extract_boxed(text)
     extract_answer(text)
     extract_tag(text)
+
+
+@given(st.text(alphabet="_*:：Answer Final\n\\boxedfbx{}5.$", max_size=40))
+def test_never_raise_on_labels_and_boxes(text):
+    for extract in (extract_boxed, extract_answer, extract_tag):
+        result = extract(text)
+        assert result is None or (isinstance(result, str) and result.strip() == result and result)
+
+
+@given(st.integers(min_value=1, max_value=50), st.text(alphabet="abc 12+-", min_size=1).filter(str.strip))
+def test_nested_boxes_open_to_the_innermost(depth, payload):
+    assert extract_boxed("x " + "\\boxed{" * depth + payload + "}" * depth) == payload.strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from decimal import Decimal
 from fractions import Fraction
@@ -63,7 +64,7 @@ NOT_NUMBERS = [
     "nan", "NaN", "inf", "-inf", "Infinity", "five", "0x1F", "10²", "0.1+0.2", "5 apples", "1,5",
     "1_000", "0,123", "12,34", "--5", "- 5", "+-5", "-$-5", "5..", "", " ", "$", "1/0", "\\frac{1}{0}",
     "\\boxed{1}+\\boxed{2}", "1e", "e5", "1.2.3", True, False, None, [1], float("nan"), float("inf"),
-    Decimal("NaN"), "1e999999999", "1e-999999999", "5 × 10^{999999999}", "1" * 5000,
+    Decimal("NaN"), Decimal("sNaN"), Decimal("-Infinity"), Decimal("1e999999999"), "1e999999999", "1e-999999999", "5 × 10^{999999999}", "1" * 5000,
 ]  # fmt: skip
 
 
@@ -98,9 +99,12 @@ MATCHES = [
     ("3.0000000001", 3, {}, True),
     ("100", 101, {"rel_tol": 0.02}, True),  # a given tolerance applies to whole numbers too
     ("100", 103, {"rel_tol": 0.02}, False),
-    ("nan", "nan", {}, False),
-    (float("nan"), float("nan"), {}, False),
-    ("inf", float("inf"), {}, False),
+    ("nan", "0", {}, False),
+    (float("nan"), 0, {}, False),
+    ("inf", 10**400, {}, False),
+    (Decimal("sNaN"), 0, {}, False),  # a signalling NaN does not signal
+    (Decimal("1e999999999"), 0, {}, False),  # the exponent cap applies to Decimal as to text
+    (Decimal("2.50"), "5/2", {}, True),
     ("\u22125", -5, {}, True),
     ("\\frac{1}{2}", 0.5, {}, True),
     ("½", "0.5", {}, True),
@@ -118,7 +122,12 @@ MATCHES = [
     (None, 7, {}, False),
     (True, 1, {}, False),
     ("5 apples", 5, {}, False),
-    ("7", "not a number", {}, False),
+    ("abc", "3", {}, False),  # the agent's unreadable answer is a miss, never an error
+    ("", 3, {}, False),
+    (float("nan"), 3, {}, False),
+    (Decimal("NaN"), 3, {}, False),
+    ([3], 3, {}, False),
+    ("3", ["3", 4.5, Fraction(1, 2)], {}, True),
 ]
 
 
@@ -145,6 +154,91 @@ def test_authors_mistakes_raise(options, message):
 def test_bad_expected_raises(expected):
     with pytest.raises((TypeError, ValueError), match="numeric_match"):
         numeric_match("1", expected)
+
+
+UNREADABLE_EXPECTED = [
+    "abc", "3 apples", "", " ", "nan", "inf", "0x1F", "1,5", "1/0", "1e999999999", "\\boxed{" * 17 + "5" + "}" * 17,
+    float("nan"), float("inf"), float("-inf"), Decimal("NaN"), Decimal("sNaN"), Decimal("Infinity"), 1 + 2j,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("expected", UNREADABLE_EXPECTED, ids=[repr(case)[:40] for case in UNREADABLE_EXPECTED])
+@pytest.mark.parametrize("actual", ["3", "abc", None])
+def test_unreadable_expected_is_the_authors_mistake(actual, expected):
+    # Raised whatever the agent answered: a task whose answer can never match fails loudly.
+    with pytest.raises(ValueError, match=r"^numeric_match\(\): expected .* is not a number parse_number can read"):
+        numeric_match(actual, expected)
+
+
+@pytest.mark.parametrize("expected", [["3", "abc"], ("abc",), {"x", "4"}, [3, float("nan")]])
+def test_unreadable_alternative_names_itself(expected):
+    bad = next(item for item in expected if parse_number(item) is None)
+    with pytest.raises(ValueError, match=rf"the alternative {re.escape(repr(bad))} in expected is not a number"):
+        numeric_match("3", expected)
+
+
+def test_long_unreadable_expected_is_shortened_in_the_message():
+    with pytest.raises(ValueError) as raised:
+        numeric_match("3", "x" * 10_000)
+    assert len(str(raised.value)) < 300
+
+
+@pytest.mark.parametrize("expected", [True, False, None, b"3", object(), {"a": 1}, [], [True], ["3", None]])
+def test_wrong_type_expected_is_a_type_or_value_error(expected):
+    with pytest.raises((TypeError, ValueError), match="^numeric_match\\(\\): expected"):
+        numeric_match("3", expected)
+
+
+def test_the_author_is_told_before_the_agent_is_read():
+    # An agent that answered nothing must not hide the author's mistake.
+    with pytest.raises(ValueError):
+        numeric_match(None, "three")
+
+
+def test_parse_number_stays_the_parser():
+    for value in [*UNREADABLE_EXPECTED, True, None]:
+        assert parse_number(value) is None
+
+
+def test_deeply_decorated_text_returns_quickly():
+    start = time.perf_counter()
+    assert parse_number("\\boxed{" * 16 + "5" + "}" * 16) == 5
+    assert parse_number("\\boxed{" * 100_000 + "5" + "}" * 100_000) is None
+    assert numeric_match("$" * 50_000 + "5" + "$" * 50_000, 5) is False
+    assert time.perf_counter() - start < 5.0
+
+
+ANY_ACTUAL = st.one_of(
+    st.text(max_size=30),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.fractions(),
+    st.none(),
+    st.booleans(),
+    st.binary(max_size=5),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@given(
+    ANY_ACTUAL,
+    st.sampled_from(["3", 3, 0.5, "50%", ["1", "2/3"], Fraction(-7, 2), "\\boxed{1,234}"]),
+    st.sampled_from(["strict", "ignore", "either"]),
+    st.sampled_from([{}, {"rel_tol": 0.1}, {"abs_tol": 1}, {"rel_tol": 0, "abs_tol": 0}]),
+)
+def test_an_actual_never_raises(actual, expected, percent, tolerance):
+    assert numeric_match(actual, expected, percent=percent, **tolerance) in (True, False)
+
+
+@given(st.text(max_size=30))
+def test_expected_text_raises_exactly_when_it_does_not_parse(text):
+    if parse_number(text) is None:
+        with pytest.raises(ValueError, match="numeric_match"):
+            numeric_match("1", text)
+    else:
+        assert numeric_match(text, text) is True
 
 
 @given(st.integers())

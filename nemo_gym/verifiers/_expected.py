@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 # Collections whose items are alternatives. A str is one value, never a collection of characters,
 # and a dict is refused: its keys as alternatives would be a silent surprise.
-_COLLECTIONS = (list, tuple, set, frozenset)
+COLLECTIONS = (list, tuple, set, frozenset)
 
 
 def alternatives(expected: Any, kinds: Tuple[type, ...], function: str, hint: str) -> List[Any]:
@@ -18,7 +18,7 @@ def alternatives(expected: Any, kinds: Tuple[type, ...], function: str, hint: st
     Raises ``TypeError``/``ValueError`` naming ``function``: a wrong ``expected`` is the author's
     bug and must fail loudly, not score 0.
     """
-    items = list(expected) if isinstance(expected, _COLLECTIONS) else [expected]
+    items = list(expected) if isinstance(expected, COLLECTIONS) else [expected]
     if not items:
         raise ValueError(f"{function}(): expected is an empty collection; give at least one alternative")
     for item in items:

@@ -10,10 +10,13 @@ import re
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any, Dict, List, Optional
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_LABEL = re.compile(r"[*_]*\b(?:final\s+)?answer\b[*_]*[ \t]*:[*_]*", re.IGNORECASE)
+# The label: not inside a word or an identifier (``my_answer:`` is code, not a label), markdown
+# emphasis around it, then an ASCII or a fullwidth colon. Underscore emphasis must balance (see
+# _payload); asterisks are tolerated as they come.
+_LABEL = re.compile(r"(?<!\w)([*_]*)(?:final\s+)?answer([*_]*)[ \t]*[:\uff1a]([*_]*)", re.IGNORECASE)
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -34,11 +37,44 @@ def _closing_brace(text: str, start: int) -> int:
     return -1
 
 
+def _innermost(text: str) -> str:
+    """``text`` (stripped) without the boxes that wrap all of it: ``\\boxed{\\boxed{5}}`` is ``5``.
+
+    One pass pairs every brace, so a hostile ``\\boxed{`` nested a hundred thousand deep costs
+    linear time, not one scan per level.
+    """
+    pairs: Dict[int, int] = {}  # index of an opening brace -> index of its closing brace
+    opened: List[int] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2  # an escaped \{ or \} does not count, as in _closing_brace
+            continue
+        if char == "{":
+            opened.append(index)
+        elif char == "}" and opened:
+            pairs[opened.pop()] = index
+        index += 1
+    low, high = 0, len(text)
+    while True:
+        while low < high and text[low].isspace():
+            low += 1
+        while high > low and text[high - 1].isspace():
+            high -= 1
+        match = _BOX.match(text, low, high)
+        if match is None or pairs.get(match.end() - 1) != high - 1:
+            return text[low:high]
+        low, high = match.end(), high - 1
+
+
 def extract_boxed(text: Any) -> Optional[str]:
     """The stripped content of the last top-level ``\\boxed{…}`` or ``\\fbox{…}``.
 
     Braces are counted (escaped ones ignored), so nested groups such as ``\\frac{1}{2}`` stay
-    whole. ``None`` when there is no box, when the last one is empty, or when it never closes.
+    whole. A box that holds nothing but another box is opened down to the innermost one:
+    ``\\boxed{\\boxed{5}}`` gives ``"5"`` (``\\boxed{a \\boxed{b}}`` stays whole). ``None`` when
+    there is no box, when the last one is empty (at any depth), or when it never closes.
     """
     if not isinstance(text, str):
         return None
@@ -52,26 +88,55 @@ def extract_boxed(text: Any) -> Optional[str]:
         if end < 0:
             return None
         found, position = text[match.end() : end], end + 1
-    return (found or "").strip() or None
+    return _innermost(found or "") or None
+
+
+def _payload(text: str, label: re.Match[str]) -> Optional[str]:
+    """The raw payload after ``label``; ``None`` when the label's underscore emphasis is unbalanced."""
+    opening, closing, after = (group.count("_") for group in label.groups())
+    owed = opening - closing  # underscores that must still close the emphasis opened before the label
+    if owed < 0:
+        return None  # "Answer_:": an identifier's tail, not emphasis
+    if owed == 0:
+        # Only asterisks after the colon close emphasis ("**Answer:** 42"); "_x_" is the payload's.
+        colon_run = label.group(3)
+        start = label.start(3) + len(colon_run) - len(colon_run.lstrip("*"))
+    elif after == owed:
+        start, owed = label.end(), 0  # "_Answer:_ 42"
+    elif after == 0:
+        start = label.end()  # "_Answer: 42_": the emphasis must close at the end of the line
+    else:
+        return None
+    lines = text[start:].split("\n")
+    payload = lines[0].strip().strip("*").strip()
+    if owed:
+        if not payload.endswith("_" * owed):
+            return None  # "_Answer: 42": an unbalanced underscore is not emphasis
+        return payload[:-owed].strip().strip("*").strip()
+    if not payload:
+        payload = next((line.strip() for line in lines[1:] if line.strip()), "")
+    return payload
 
 
 def extract_answer(text: Any) -> Optional[str]:
     """The payload of the last ``Answer:`` (or ``Final Answer:``) label, case-insensitive.
 
-    Markdown emphasis around the label is tolerated (``**Answer:**``). The payload is the rest of
-    the label's line, or the next non-empty line when that is empty; wrapping ``$…$`` and one
-    trailing ``.`` are removed. ``None`` when there is no label or it has no payload.
+    The colon may be fullwidth (``Answer：42``). Markdown emphasis around the label is tolerated
+    (``**Answer:**``, ``__Answer__:``, ``_Answer:_``); underscores must balance, before the colon,
+    just after it or at the end of the payload's line (``_Answer: 42_``), else the label is
+    malformed and gives ``None`` (``_Answer: 42``, ``Answer_: 42``); a label inside a word or an
+    identifier (``my_answer:``) is no label. The payload is the rest of the label's line, or the
+    next non-empty line when that is empty; wrapping ``$…$`` and one trailing ``.`` are removed.
+    ``None`` when there is no label or it has no payload.
     """
     if not isinstance(text, str):
         return None
     labels = list(_LABEL.finditer(text))
     if not labels:
         return None
-    rest = text[labels[-1].end() :]
-    lines = rest.split("\n")
-    payload = lines[0].strip().strip("*").strip()
+    payload = _payload(text, labels[-1])
     if not payload:
-        payload = next((line.strip() for line in lines[1:] if line.strip()), "")
+        return None
     if payload.endswith("."):
         payload = payload[:-1].rstrip()
     for wrapper in ("$$", "$"):

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
-from nemo_gym.verifiers._expected import alternatives
+from nemo_gym.verifiers._expected import COLLECTIONS, alternatives
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
@@ -24,6 +24,9 @@ EXPONENT_CAP = 1000
 # CPython 3.11+ refuses to convert longer digit strings to int by default (quadratic-time guard);
 # the same limit on every version keeps the answer the same on every version.
 MAX_DIGITS = 4300
+# Decorations wrapping one number ("$\boxed{\text{5}}$" has three) are unwrapped one scan each: past
+# this many, the text is not a number, so "\boxed{" nested 10**5 deep cannot cost quadratic time.
+MAX_DECORATIONS = 16
 
 _PERCENT_MODES = ("strict", "ignore", "either")
 _DEFAULT_REL_TOL = Fraction(1, 10**9)
@@ -146,9 +149,13 @@ def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
     """``(value, has_percent)`` for a number written as text, else ``None``."""
     text = text.translate(_FOLD).strip()
     percent = dot = False
+    decorations = 0
     while True:
         inner = _unwrap(text)
         if inner is not None:
+            decorations += 1
+            if decorations > MAX_DECORATIONS:
+                return None
             text = inner.strip()
         elif not percent and (text.endswith("\\%") or text.endswith("%")):
             percent, text = True, text[: -2 if text.endswith("\\%") else -1].rstrip()
@@ -174,12 +181,19 @@ def _parse(value: Any) -> Optional[Tuple[Fraction, bool]]:
         return _parse_text(value)
     if isinstance(value, numbers.Rational):
         return Fraction(int(value.numerator), int(value.denominator)), False
-    if isinstance(value, (float, numbers.Real, Decimal)):
-        number = value if isinstance(value, Decimal) else float(value)
+    if isinstance(value, Decimal):
+        # Read as its exact text: sNaN/NaN/Infinity are not numbers, and the exponent and digit caps
+        # apply as they do to text (Fraction(Decimal("1e999999999")) would build a huge int).
+        return _parse_text(str(value))
+    if isinstance(value, (float, numbers.Real)):
+        try:
+            number = float(value)
+        except (ArithmeticError, TypeError, ValueError):  # an odd numbers.Real of someone's making
+            return None
         if not math.isfinite(number):
             return None
         # The shortest repr of a float is the decimal its author wrote: 0.1 is one tenth.
-        return Fraction(repr(number) if isinstance(number, float) else number), False
+        return Fraction(repr(number)), False
     return None
 
 
@@ -191,8 +205,8 @@ def parse_number(value: Any) -> Optional[Fraction]:
     strict thousands groups, a leading currency sign, ``a/b``, ``\\frac{a}{b}``, vulgar fractions,
     full-width digits, one trailing ``.``, a trailing ``%`` (dropped: ``"50%"`` is 50) and
     decorations that wrap the whole string (``$…$``, ``\\(…\\)``, ``**…**``, ``\\boxed{…}``,
-    ``\\text{…}``). Never a number: ``bool``, ``nan``, ``inf``, words, hex, superscripts,
-    expressions, leftovers such as ``"5 apples"``.
+    ``\\text{…}``; at most ``MAX_DECORATIONS`` deep). Never a number: ``bool``, ``nan``, ``inf``,
+    words, hex, superscripts, expressions, leftovers such as ``"5 apples"``.
     """
     parsed = _parse(value)
     return None if parsed is None else parsed[0]
@@ -207,6 +221,19 @@ def _tolerance(name: str, value: Any) -> Optional[Fraction]:
     return parsed[0]
 
 
+def _expected_number(value: Any, in_collection: bool) -> Tuple[Fraction, bool]:
+    """One alternative of ``expected``, parsed; an unreadable one is the author's bug, not a miss."""
+    parsed = _parse(value)
+    if parsed is None:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        where = f"the alternative {shown} in expected" if in_collection else f"expected {shown}"
+        raise ValueError(
+            f"numeric_match(): {where} is not a number parse_number can read, so no answer could ever "
+            "match it; fix the task's expected value"
+        )
+    return parsed
+
+
 def numeric_match(
     actual: Any,
     expected: Any,
@@ -217,7 +244,10 @@ def numeric_match(
 ) -> bool:
     """Whether ``actual`` is numerically equal to ``expected`` (or any of a collection of them).
 
-    Both sides are numbers or text read by ``parse_number``; what does not parse is ``False``.
+    Both sides are numbers or text read by ``parse_number``. An ``actual`` that does not parse is
+    ``False`` (the agent's miss); an ``expected`` (or any alternative of it) that does not parse,
+    such as ``"abc"``, ``"3 apples"`` or ``nan``, raises ``ValueError`` (the author's bug), as does a
+    wrong type such as ``None`` or ``bool`` (``TypeError``).
     With no tolerance given, two whole numbers compare exactly and any other pair with
     ``rel_tol=1e-9``; a given ``rel_tol``/``abs_tol`` applies to every pair. ``percent``:
     ``"strict"`` (both sides or neither carry ``%``), ``"ignore"`` (the sign is dropped),
@@ -226,7 +256,8 @@ def numeric_match(
     if percent not in _PERCENT_MODES:
         raise ValueError(f"numeric_match(): percent must be 'strict', 'ignore' or 'either', got {percent!r}")
     rel, absolute = _tolerance("rel_tol", rel_tol), _tolerance("abs_tol", abs_tol)
-    wanted = alternatives(expected, (str, numbers.Number), "numeric_match", "a number or a str")
+    items = alternatives(expected, (str, numbers.Number), "numeric_match", "a number or a str")
+    wanted = [_expected_number(item, isinstance(expected, COLLECTIONS)) for item in items]
     got = _parse(actual)
     if got is None:
         return False
@@ -238,11 +269,7 @@ def numeric_match(
             return abs(a - b) <= _DEFAULT_REL_TOL * max(abs(a), abs(b))
         return abs(a - b) <= max((rel or 0) * max(abs(a), abs(b)), absolute or 0)
 
-    for alternative in wanted:
-        other = _parse(alternative)
-        if other is not None and _percent_pairs_match(got, other, percent, close):
-            return True
-    return False
+    return any(_percent_pairs_match(got, other, percent, close) for other in wanted)
 
 
 def _percent_pairs_match(
