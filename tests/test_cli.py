@@ -230,7 +230,7 @@ def test_verify_stops_in_order_on_a_signal(tmp_path, signum):
     for folder in (task / "tests", workspace, tmp):
         folder.mkdir(parents=True)
     (task / "tests" / "verifier.py").write_text(SLEEPER)
-    argv = ["verify", str(task), "--workspace", str(workspace)]
+    argv = ["verify", str(task), "--workspace", str(workspace), "--in-place"]  # watched from here
     result = _interrupt(argv, tmp, (workspace / "started").exists, signum)
     _assert_stopped(result, signum, tmp, workspace)
     assert result.stdout == ""

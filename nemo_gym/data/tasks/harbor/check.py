@@ -362,9 +362,7 @@ def _publish_findings(path: Path, problems_of: Any) -> List[Finding]:
         problems = problems_of(path)
     except TaskError as error:
         return [Finding(ERROR, str(path), "", str(error))]
-    return [
-        Finding(WARNING, str(path), PUBLISH_KEY, f"cannot publish for Harbor: {problem}") for problem in problems
-    ]
+    return [Finding(WARNING, str(path), PUBLISH_KEY, f"cannot publish for Harbor: {problem}") for problem in problems]
 
 
 def exit_status(findings: Sequence[Finding]) -> int:

@@ -16,6 +16,7 @@ import asyncio
 import json
 import math
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -142,11 +143,31 @@ def _parser() -> argparse.ArgumentParser:
         "--logs-out", type=Path, metavar="DIR", help="write what the verifier left in /logs/verifier into DIR"
     )
     verify.add_argument(
+        "--in-place",
+        action="store_true",
+        help="grade the workspace folder itself (local sandbox); by default a copy is graded",
+    )
+    verify.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print the verifier's output (test-stdout.txt), whatever the outcome",
+    )
+    verify.add_argument(
         "--check",
         action="store_true",
         help=f"exit {CHECK_FAILED} when the verifier failed (no or an invalid reward, a timeout) or was masked",
     )
 
+    init = commands.add_parser("init", help="write a new task folder to start from (it passes check and validate)")
+    init.add_argument("folder", metavar="DIR", type=Path, help="a new (or empty) folder")
+    init.add_argument(
+        "--kind",
+        choices=("file", "answer", "test-sh"),
+        default="file",
+        help="file: verify reads a file the agent writes (default); answer: its final answer in answer.md; "
+        "test-sh: a plain tests/test.sh",
+    )
     check = commands.add_parser(
         "check", help="find what can be known without a sandbox (exit 1 for errors, 3 for warnings only)"
     )
@@ -184,12 +205,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def text_response(text: str) -> Dict[str, Any]:
-    """A Responses API response whose final assistant message is ``text``."""
-    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-    return {"object": "response", "output": [message]}
-
-
 def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any]:
     """The response in ``path``: a file that cannot be opened is a usage error (status 2), one whose
     content is not a response a ``CommandError`` (status 1)."""
@@ -202,7 +217,9 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
     except ValueError as error:  # UnicodeDecodeError
         raise CommandError(f"--response {path}: not UTF-8 text ({error})") from None
     if path.suffix != ".json":
-        return text_response(text)
+        from nemo_gym.data.tasks.harbor.responses import response
+
+        return response(text, status=None)  # one assistant message holding the file's text
     try:
         value = loads_json(text)
     except ValueError as error:
@@ -255,8 +272,19 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--workspace {workspace}: not a folder")
     if args.sandbox == "docker":
         await prepare_images(task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress)
-    with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as empty:
-        folder = workspace or Path(empty)
+    with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as scratch:
+        # Graded on a copy: a verifier that writes (bytecode, test output) leaves the task folder
+        # as it was. The Docker sandbox copies the workspace into its container anyway.
+        folder = Path(scratch) / "workspace"
+        if workspace is None:
+            folder.mkdir()
+        elif args.in_place or args.sandbox == "docker":
+            folder = workspace
+        else:
+            try:
+                shutil.copytree(workspace, folder, symlinks=True)
+            except (OSError, shutil.Error) as error:
+                raise CommandError(f"--workspace {workspace}: cannot copy it to grade ({error})") from None
         opened = open_task_sandbox(
             task, folder, kind=args.sandbox, image=args.image, mounts=mounts, progress=_build_progress
         )
@@ -293,7 +321,7 @@ def _write_logs(outcome: VerificationOutcome, folder: Path) -> None:
         target.write_bytes(data)
 
 
-def _print_human(outcome: VerificationOutcome, label: str) -> None:
+def _print_human(outcome: VerificationOutcome, label: str, verbose: bool = False) -> None:
     if outcome.masked:
         print(f"masked ({outcome.mask_reason}): {outcome.detail} [{label}]")
     else:
@@ -304,9 +332,21 @@ def _print_human(outcome: VerificationOutcome, label: str) -> None:
         print("metrics: " + ", ".join(f"{key}={value:g}" for key, value in outcome.metrics.items()))
     if outcome.failure_kind:
         print(f"failure: {outcome.failure_kind} ({outcome.detail})")
-    if outcome.failure_kind or outcome.masked:
+    if outcome.failure_kind or outcome.masked or verbose:
         print("--- test-stdout.txt ---")
         print(outcome.stdout.rstrip("\n") or "(empty)")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from nemo_gym.data.tasks.harbor.scaffold import init_task
+
+    try:
+        written = init_task(args.folder, args.kind)
+    except FileExistsError as error:
+        raise CommandError(str(error)) from None
+    print(f"wrote a task of kind {args.kind} into {args.folder}: {', '.join(sorted(written))}")
+    print(f"next: {PROG} check {args.folder}; {PROG} verify {args.folder}; edit, then validate its dataset")
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -558,6 +598,8 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
             return _dataset(args, parser, guard)
         if args.command == "check":
             return _check(args)
+        if args.command == "init":
+            return _init(args)
         outcome = guard.run(lambda: _verify(args, parser))
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)
@@ -571,7 +613,7 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
         report["files"] = {name: len(data) for name, data in sorted(outcome.files.items())}
         print(json.dumps(report))
     else:
-        _print_human(outcome, _label(args))
+        _print_human(outcome, _label(args), args.verbose)
     if args.check and (outcome.masked or outcome.failure_kind is not None):
         return CHECK_FAILED
     return 0

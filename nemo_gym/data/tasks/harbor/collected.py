@@ -143,3 +143,15 @@ def read_collected(data: bytes) -> Collected:
     return Collected(
         status=meta.status, elapsed_sec=meta.elapsed_sec, kinds=meta.kinds, files=files, skipped=meta.skipped
     )
+
+
+__all__ = [
+    "CAPS",
+    "MAX_OUTPUT_FILE_BYTES",
+    "META",
+    "OUTPUTS",
+    "SUMS",
+    "CollectError",
+    "Collected",
+    "read_collected",
+]

@@ -37,3 +37,9 @@ def resolve_env(env: Mapping[str, str], source: Mapping[str, str], *, where: str
                 f"{where}: {key} = {value!r} needs the environment variable {match.group(1)}, which is not set"
             )
     return resolved
+
+
+__all__ = [
+    "resolve_env",
+    "template_name",
+]

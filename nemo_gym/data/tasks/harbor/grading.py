@@ -103,3 +103,18 @@ def grading_command(steps: GradingSteps) -> str:
     lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")
     lines.append("BLANKED=(" + " ".join(shlex.quote(name) for name in steps.blanked) + ")")
     return "\n".join(lines) + "\n" + _script()
+
+
+__all__ = [
+    "ALWAYS_BLANKED",
+    "DEFERRED_NAMES",
+    "HANDOVER_OWN",
+    "HANDOVER_READ",
+    "NO_PROVIDER_TOOL",
+    "NO_VERIFIER_TOOL",
+    "STAGING_FAILED",
+    "UNKNOWN_USER",
+    "GradingSteps",
+    "deferred",
+    "grading_command",
+]

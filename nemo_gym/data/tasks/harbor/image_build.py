@@ -493,3 +493,29 @@ class ImageBuilder:
 
 def _last(tail: Sequence[str]) -> str:
     return "; the builder's last lines:" if tail else ""
+
+
+__all__ = [
+    "AGENT",
+    "BUILT_LABEL",
+    "DOCKERFILE",
+    "ERROR_LINES",
+    "HASH_LABEL",
+    "HASH_LENGTH",
+    "IMAGE_LABEL",
+    "KINDS",
+    "KIND_LABEL",
+    "PREFIX",
+    "VERIFIER",
+    "BuildPlan",
+    "ImageBuildError",
+    "ImageBuilder",
+    "ImageRecord",
+    "Progress",
+    "base_images",
+    "content_digest",
+    "content_tag",
+    "image_record",
+    "image_record_async",
+    "plan_builds",
+]

@@ -86,3 +86,13 @@ def verifier_network(config: Mapping[str, Any], step_index: Optional[int] = None
         if own is not None:
             return own
     return _restriction(tables["[verifier]"], "[verifier]")
+
+
+__all__ = [
+    "ALLOWLIST",
+    "MODES",
+    "NO_NETWORK",
+    "PUBLIC",
+    "network_refusal",
+    "verifier_network",
+]

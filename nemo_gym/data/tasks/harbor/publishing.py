@@ -477,3 +477,19 @@ def publish_for_harbor(
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return sorted({name.split("/")[0] for name in files})
+
+
+__all__ = [
+    "DEFAULT_BASE_IMAGE",
+    "PublishError",
+    "PublishProblem",
+    "Refusal",
+    "declares_response",
+    "dockerfile",
+    "group_refusals",
+    "publication",
+    "publish_for_harbor",
+    "publish_problems",
+    "solve_script",
+    "task_publish_problems",
+]

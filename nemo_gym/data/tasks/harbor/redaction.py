@@ -53,3 +53,11 @@ def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
     for form in secret_forms(secrets):
         data = data.replace(form.encode("utf-8", "surrogatepass"), MASK.encode("ascii"))
     return data
+
+
+__all__ = [
+    "MASK",
+    "redact",
+    "redact_bytes",
+    "secret_forms",
+]

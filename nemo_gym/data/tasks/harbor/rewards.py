@@ -126,3 +126,17 @@ def read_reward(logs_dir: Path, *, timed_out: bool = False) -> RewardOutcome:
         if exists:
             files[name] = data
     return reward_from_files(files, timed_out=timed_out)
+
+
+__all__ = [
+    "INVALID_REWARD",
+    "MAX_REWARD_BYTES",
+    "MISSING_REWARD",
+    "UNREADABLE",
+    "VERIFIER_TIMEOUT",
+    "RewardOutcome",
+    "parse_reward_json",
+    "parse_reward_txt",
+    "read_reward",
+    "reward_from_files",
+]

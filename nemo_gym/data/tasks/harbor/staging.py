@@ -258,3 +258,20 @@ def run_archive(
     members += [ShimFile(f"{top}/{stage}/{name}", data, 0o400) for name, data in secret.items()]
     folders = {top: 0o700, f"{top}/{stage}": 0o700}
     return _tar_blocks(members, folder_modes=folders) + _END_OF_ARCHIVE
+
+
+__all__ = [
+    "TASK_LEVEL",
+    "ShimFile",
+    "StagingError",
+    "check_names",
+    "json_bytes",
+    "lay_out",
+    "run_archive",
+    "shim_files",
+    "stage_archive",
+    "stage_shim",
+    "static_files",
+    "task_part",
+    "task_test_files",
+]

@@ -743,3 +743,43 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_ru
 def task_ids(root: Union[str, Path]) -> List[str]:
     """The ids of a dataset's tasks (folders, then rows)."""
     return list(load_dataset(root).task_ids)
+
+
+__all__ = [
+    "ARTIFACT_MANIFEST",
+    "CONVENTION_ARTIFACTS",
+    "DEFAULT_COLLECT_TIMEOUT_SEC",
+    "DEFAULT_VERIFIER_TIMEOUT_SEC",
+    "ENVIRONMENT_MODES",
+    "GRADER_OUTPUTS",
+    "MAX_ID",
+    "MAX_NESTING",
+    "PROTECTED_PATHS",
+    "ROWS_FILE",
+    "Artifact",
+    "CollectHook",
+    "Dataset",
+    "EnvironmentConfig",
+    "StepConfig",
+    "Task",
+    "TaskError",
+    "User",
+    "VerifierConfig",
+    "artifact_destination_refusal",
+    "artifact_source_refusal",
+    "default_destination",
+    "env_table",
+    "environment_config",
+    "is_task_folder",
+    "load_dataset",
+    "load_task",
+    "loads_json",
+    "nested_too_deep",
+    "read_json_object",
+    "read_secrets",
+    "read_toml",
+    "sidecar_refusal",
+    "task_ids",
+    "validate_inputs",
+    "verifier_config",
+]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.responses import response
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
 from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec, run_separate_verification
 from nemo_gym.data.tasks.harbor.staging import ShimFile, stage_archive
@@ -38,12 +39,6 @@ ORACLE_TIMEOUT_SEC = 600  # Harbor's oracle takes the agent's timeout; [agent].t
 SOLUTION_DIR = "/solution"
 ORACLE_LOG = "/logs/agent/oracle.txt"
 OUTPUT_TAIL_CHARS = 2000  # of the oracle's output, in a failed validation's report
-
-
-def answer_response(text: str) -> Dict[str, Any]:
-    """A Responses API response whose ``final_text`` is exactly ``text``."""
-    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-    return {"object": "response", "status": "completed", "output": [message]}
 
 
 @dataclass(frozen=True)
@@ -170,7 +165,7 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Oracl
         )
         if wrote.return_code != 0:
             raise SandboxError(f"the oracle could not write answer.md: {(wrote.stdout + wrote.stderr).strip()}")
-        return OracleRun("answer.md", answer_response(answer.decode("utf-8", errors="replace")))
+        return OracleRun("answer.md", response(answer.decode("utf-8", errors="replace")))
     assert folder is not None
     if not (folder / "solve.sh").is_file():
         raise TaskError(f"{folder}: holds neither answer.md nor solve.sh")
@@ -249,3 +244,18 @@ async def validate_task(
         except (TaskError, SandboxError) as error:
             result.error = str(error)
     return result
+
+
+__all__ = [
+    "FULL_MARKS",
+    "ORACLE_LOG",
+    "ORACLE_TIMEOUT_SEC",
+    "OUTPUT_TAIL_CHARS",
+    "SOLUTION_DIR",
+    "OracleRun",
+    "StepResult",
+    "TaskResult",
+    "prepare_step",
+    "run_oracle",
+    "validate_task",
+]

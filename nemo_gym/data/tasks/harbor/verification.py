@@ -518,3 +518,32 @@ def count_mask(outcome: VerificationOutcome) -> VerificationOutcome:
 def mask_counts() -> Dict[str, int]:
     """How many samples this process masked, by reason (also logged, one warning each)."""
     return dict(MASKS)
+
+
+__all__ = [
+    "ENTRYPOINT_FAILED",
+    "ENTRYPOINT_LOG",
+    "HOST_MARGIN_SEC",
+    "HOUSEKEEPING_TIMEOUT_SEC",
+    "KILL_AFTER_SEC",
+    "MASKS",
+    "MAX_REPORT_CHARS",
+    "MAX_RESULTS_BYTES",
+    "MAX_REWARD_BYTES",
+    "PYTHON",
+    "REDACTION_MARGIN_BYTES",
+    "STDOUT_TAIL_BYTES",
+    "TAMPERING",
+    "TEST_SH",
+    "VerificationOutcome",
+    "VerificationPlan",
+    "VerifierChoice",
+    "choose_verifier",
+    "count_mask",
+    "entrypoint_state",
+    "mask_counts",
+    "masked",
+    "plan_verification",
+    "run_collect_hooks",
+    "run_verification",
+]

@@ -329,3 +329,27 @@ def load_refusal(task: Task) -> Optional[str]:
             "container but not this server's, so the task would grade differently"
         )
     return None
+
+
+__all__ = [
+    "COMPOSE_FILE",
+    "PREBUILT_VERIFIER_MAIN_KEYS",
+    "SEPARATE",
+    "SHARED",
+    "VERIFIER_COMPOSE_TOP_LEVEL_KEYS",
+    "VERIFIER_MAIN_KEYS",
+    "TaskLike",
+    "effective_verifier_environment",
+    "load_refusal",
+    "step_verifier_build_context",
+    "step_verifier_environment",
+    "step_verifier_mode",
+    "verifier_build_context",
+    "verifier_build_environment",
+    "verifier_compose_main_overrides",
+    "verifier_compose_refusal",
+    "verifier_compose_services",
+    "verifier_compose_sidecars",
+    "verifier_definition_refusal",
+    "verifier_mode",
+]

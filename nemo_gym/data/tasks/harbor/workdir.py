@@ -82,3 +82,11 @@ def working_directory(task: Task, image_workdir: Optional[str] = None) -> str:
     if image_workdir and image_workdir != "/":
         return image_workdir
     return DEFAULT_WORKDIR
+
+
+__all__ = [
+    "DEFAULT_WORKDIR",
+    "declared_workdir",
+    "dockerfile_workdir",
+    "working_directory",
+]

@@ -95,3 +95,16 @@ class ArchiveSandbox(Protocol):
 def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
     return getattr(sandbox, name, default)
+
+
+__all__ = [
+    "MAX_EXEC_OUTPUT_BYTES",
+    "ArchiveSandbox",
+    "ExecResult",
+    "ExecTimeout",
+    "LinkEscape",
+    "Sandbox",
+    "SandboxError",
+    "User",
+    "sandbox_option",
+]

@@ -480,3 +480,12 @@ class DockerSandbox:
             extracted = archive.extractfile(member)
             assert extracted is not None
             Path(local_path).write_bytes(extracted.read())
+
+
+__all__ = [
+    "CPU_COUNT_HINTS",
+    "DEFAULT_NETWORK",
+    "MAX_ENTRYPOINT_OUTPUT_BYTES",
+    "NO_NETWORK",
+    "DockerSandbox",
+]

@@ -267,3 +267,12 @@ def _landing_folders(landing: Sequence[Tuple[str, str]], workdir: str, where: Pa
             )
         placed.append(path)
     return placed
+
+
+__all__ = [
+    "SANDBOX_KINDS",
+    "docker_client",
+    "open_task_sandbox",
+    "prepare_images",
+    "verifier_sandbox_opener",
+]

@@ -507,3 +507,11 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+__all__ = [
+    "LocalSandbox",
+    "base_env",
+    "host_tool",
+    "namespaces_available",
+]

@@ -1,0 +1,152 @@
+"""The task author's loop: ``gym-harbor init`` writes tasks that pass check and validate as written,
+``gym-harbor verify`` never writes into the task folder and shows the verifier's output with ``-v``,
+and the host side's face: its ``__all__`` and the README's host-side example, run as written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Tuple
+
+import pytest
+from support import EXAMPLES, write_files
+
+GYM = str(Path(sys.executable).parent / "gym-harbor")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gym(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    return subprocess.run([GYM, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+# --- gym-harbor init -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["file", "answer", "test-sh"])
+def test_init_writes_a_task_that_checks_verifies_and_validates(tmp_path, kind):
+    task = tmp_path / "ds" / kind
+    made = gym("init", str(task), "--kind", kind)
+    assert made.returncode == 0, made.stderr
+    checked = gym("check", str(task))
+    assert (checked.returncode, checked.stdout) == (0, f"{task}: nothing found\n"), checked.stdout
+    verified = gym("verify", str(task), "--check")
+    assert verified.returncode == 0 and verified.stdout.startswith("reward 1 "), verified.stdout
+    validated = gym("dataset", "validate", str(tmp_path / "ds"))
+    assert validated.returncode == 0 and "1 of 1 task(s) scored full marks" in validated.stdout, validated.stdout
+    if kind != "test-sh":  # its unit tests of verify pass, with no sandbox
+        tested = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_verifier.py"],
+            capture_output=True,
+            text=True,
+            cwd=task,
+        )
+        assert tested.returncode == 0 and "3 passed" in tested.stdout, tested.stdout + tested.stderr
+
+
+def test_init_never_overwrites_and_refuses_an_unknown_kind(tmp_path):
+    folder = write_files(tmp_path / "mine", {"notes.md": "my own work\n"})
+    refused = gym("init", str(folder))
+    assert refused.returncode == 1 and "already exists and is not an empty folder" in refused.stderr
+    assert sorted(path.name for path in folder.iterdir()) == ["notes.md"]
+    assert (folder / "notes.md").read_text() == "my own work\n"
+    assert gym("init", str(tmp_path / "new"), "--kind", "essay").returncode == 2
+
+
+# --- gym-harbor verify leaves the task folder alone ---------------------------------------------
+
+
+def _snapshot(folder: Path) -> Dict[str, Tuple[int, int]]:
+    return {
+        str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+WRITER = """\
+import subprocess
+import sys
+
+
+def verify(workspace):
+    # What real verifiers do: import the agent's module (bytecode), run its tests (output files).
+    sys.path.insert(0, str(workspace))
+    import solution
+
+    (workspace / "test-report.xml").write_text("<ok/>")
+    subprocess.run([sys.executable, "-c", "import solution"], cwd=workspace, check=True)
+    print("graded", solution.ANSWER)
+    return 1.0 if solution.ANSWER == 42 else 0.0
+"""
+
+
+def test_verify_grades_a_copy_and_the_task_folder_never_changes(tmp_path):
+    task = write_files(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\ntimeout_sec = 60\n[environment]\nworkdir = "/workspace"\n',
+            "tests/verifier.py": WRITER,
+            "workspace/solution.py": "ANSWER = 42\n",
+        },
+    )
+    before = _snapshot(task)
+    ran = gym("verify", str(task))
+    assert ran.returncode == 0 and ran.stdout.startswith("reward 1 "), ran.stdout + ran.stderr
+    assert _snapshot(task) == before
+    assert not list(task.rglob("__pycache__"))
+    # Asked to, it grades the folder itself.
+    in_place = gym("verify", str(task), "--in-place")
+    assert in_place.stdout.startswith("reward 1 "), in_place.stdout
+    assert (task / "workspace" / "test-report.xml").is_file()
+
+
+def test_verbose_shows_the_verifiers_output_on_success(tmp_path):
+    quiet = gym("verify", str(EXAMPLES / "answer-file"))
+    loud = gym("verify", str(EXAMPLES / "answer-file"), "-v")
+    assert "test-stdout.txt" not in quiet.stdout
+    assert loud.returncode == 0 and '--- test-stdout.txt ---\nreward.json: {"reward": 1}' in loud.stdout, loud.stdout
+
+
+# --- the host side's face ---------------------------------------------------------------------
+
+
+def test_the_host_side_exports_what_a_server_needs_lazily():
+    program = (
+        "import sys, nemo_gym.data.tasks.harbor as harbor\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('nemo_gym.data.tasks.harbor.'))\n"
+        "assert loaded == [], loaded\n"
+        "names = harbor.__all__\n"
+        "assert {'load_task', 'plan_verification', 'run_verification', 'LocalSandbox', 'attach', 'verify_rollouts',"
+        " 'run_verify', 'check'} <= set(names), names\n"
+        "for name in names: getattr(harbor, name)\n"
+        "print(len(names))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    with pytest.raises(AttributeError):
+        import nemo_gym.data.tasks.harbor as harbor
+
+        harbor.no_such_name  # noqa: B018
+
+
+def test_every_host_module_declares_its_public_names():
+    folder = ROOT / "nemo_gym" / "data" / "tasks" / "harbor"
+    missing = [
+        str(path.relative_to(folder))
+        for path in sorted(folder.rglob("*.py"))
+        if not path.name.startswith("_") and path.name != "cli.py" and "__all__ =" not in path.read_text()
+    ]
+    assert missing == []
+
+
+def test_the_readmes_host_side_example_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- host-side example -->\n```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    ran = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "1.0 False None\n"
