@@ -111,6 +111,43 @@ def test_each_rollout_gets_its_own_outcome_in_order_and_a_lost_sandbox_masks_onl
     assert [outcome.masked for outcome in outcomes] == [answer is None for answer in answers]
 
 
+class NoSwitch(LocalSandbox):
+    """A sandbox whose admin is an ordinary user: it cannot run the verifier as anyone else, and
+    ``run_verification`` raises rather than grade."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.admin_user, self.single_user = "agent", False
+
+
+@needs_namespaces
+def test_a_rollout_whose_sandbox_raises_is_masked_alone_and_counted(tmp_path):
+    from nemo_gym.data.tasks.harbor.verification import mask_counts
+
+    task = load_task(
+        write_files(
+            tmp_path / "task",
+            {"task.toml": '[verifier]\nuser = "grader"\n', "tests/verifier.py": "def verify():\n    return 1\n"},
+        )
+    )
+    before = mask_counts().get("sandbox_error", 0)
+
+    async def run() -> List[Any]:
+        async with AsyncExitStack() as stack:
+            rollouts = []
+            for index, kind in enumerate((LocalSandbox, NoSwitch, LocalSandbox)):
+                workspace = tmp_path / f"ws{index}"
+                workspace.mkdir()
+                sandbox = await stack.enter_async_context(kind(workspace, users=("grader",)))
+                rollouts.append(Rollout(plan_verification(task), sandbox))
+            return await verify_rollouts(rollouts, jobs=3)
+
+    outcomes = asyncio.run(run())
+    assert [(outcome.reward, outcome.masked) for outcome in outcomes] == [(1.0, False), (0.0, True), (1.0, False)]
+    assert "cannot switch" in outcomes[1].detail
+    assert mask_counts().get("sandbox_error", 0) == before + 1
+
+
 @needs_namespaces
 def test_a_hostile_rollout_cannot_reach_its_neighbours_outcome(tmp_path):
     """Rollouts verified side by side: an agent that leaves a process writing a full reward into

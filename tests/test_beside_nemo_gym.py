@@ -179,8 +179,8 @@ def test_both_packages_import_and_nemo_gym_is_nemo_gyms(tmp_path):
     }
 
 
-def verify(task: Path, cwd: Path) -> dict:
-    result = run(str(BIN / "gym-harbor"), "verify", str(task), "--json", cwd=cwd)
+def verify(task: Path, cwd: Path, *options: str) -> dict:
+    result = run(str(BIN / "gym-harbor"), "verify", str(task), "--json", *options, cwd=cwd)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -228,7 +228,11 @@ def test_the_sandbox_imports_the_staged_nemo_gym_not_nemo_gyms(tmp_path):
             "workspace/README": "nothing to grade here\n",
         },
     )
-    outcome = verify(task, tmp_path)
+    # The local sandbox has a /tmp of its own: a venv there (a checkout under /tmp) is put back in it,
+    # so that the sandbox's python3 is this venv's, with NeMo Gym installed.
+    venv = Path(sys.prefix)
+    mount = ["--mount", f"{venv}:{venv}"] if venv.parts[:2] == ("/", "tmp") else []
+    outcome = verify(task, tmp_path, *mount)
     assert outcome["reward"] == 1.0, outcome["stdout"]
     # Else the check proves nothing: the sandbox's Python must be this venv's, where nemo-gym is installed.
     assert outcome["metrics"] == {"nemo_gym_reachable": 1.0}, outcome["stdout"]

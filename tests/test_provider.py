@@ -211,9 +211,19 @@ def test_a_fault_of_our_own_sandbox_masks_as_the_providers_does(tmp_path):
     assert _key(asyncio.run(ours())) == _key(theirs) == (0.0, True, "sandbox_error", None)
 
 
+class AlwaysFails(Faulty):
+    """Every exec fails in ``form``: neither root nor the sandbox's own user can answer a probe."""
+
+    def _due(self, call: str) -> Optional[str]:
+        return self.fault[2] if call == "exec" else None
+
+
 @pytest.mark.parametrize("form", ["returned:sandbox", "returned:timeout", "raised:RuntimeError", "raised:TimeoutError"])
 def test_a_probe_that_fails_raises_a_sandbox_error_and_closes_the_sandbox(tmp_path, form):
-    provider = Faulty(EXAMPLES / "answer-file" / "workspace", tmp_path, "exec", 0, form)
+    from nemo_gym.data.tasks.harbor.verification import mask_counts
+
+    provider = AlwaysFails(EXAMPLES / "answer-file" / "workspace", tmp_path, "exec", 0, form)
+    before = sum(mask_counts().values())
 
     async def run() -> None:
         async with open_provider_sandbox(provider, SandboxSpec(image="local", workdir="/app")):
@@ -222,6 +232,20 @@ def test_a_probe_that_fails_raises_a_sandbox_error_and_closes_the_sandbox(tmp_pa
     with pytest.raises(SandboxError):
         asyncio.run(run())
     assert provider.closed == 1
+    assert sum(mask_counts().values()) == before + 1  # a sandbox that cannot be attached is a counted mask
+
+
+def test_root_refused_once_falls_back_to_the_sandboxs_own_user(tmp_path):
+    """A provider that refuses "root" (a fault on the first probe) leaves the sandbox's own user as
+    the admin, found by a second probe."""
+    provider = Faulty(EXAMPLES / "answer-file" / "workspace", tmp_path, "exec", 0, "returned:sandbox")
+
+    async def run() -> Any:
+        async with open_provider_sandbox(provider, SandboxSpec(image="local", workdir="/app")) as sandbox:
+            return sandbox.admin_user
+
+    assert asyncio.run(run()) == "root"  # the stand-in's own user is root (the caller)
+    assert provider.calls == ["exec", "exec"]
 
 
 def test_a_create_that_fails_raises_a_sandbox_error(tmp_path):
@@ -251,9 +275,9 @@ def test_the_probe_finds_the_working_directory_and_the_admin(tmp_path):
 
     workdir, admin, folder, listed = asyncio.run(run())
     assert workdir == "/app" and admin == "root", (workdir, admin)
-    # The upload folder: random, and nobody but its owner may list it.
-    assert folder.startswith("/tmp/nemo-gym-") and len(folder) > len("/tmp/nemo-gym-") + 16
-    assert listed.splitlines()[0] == "711", listed
+    # The upload folder: random (mktemp), and nobody but its owner may enter it.
+    assert folder.startswith("/tmp/nemo-gym-") and len(folder) == len("/tmp/nemo-gym-") + 16
+    assert listed.splitlines()[0] == "700", listed
 
 
 def test_a_hung_provider_is_a_timeout_not_a_hang(tmp_path, monkeypatch):

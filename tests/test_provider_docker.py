@@ -285,8 +285,9 @@ def test_a_sandbox_without_root_is_run_by_its_own_user(provider, users, left, tm
 
     outcome, sandbox, folder = asyncio.run(run())
     assert no_root.refused == 1  # asked once, at attach
-    assert (sandbox.admin_user, sandbox.default_user) == ("agent", "agent")
-    assert folder == "agent 711\n", folder  # the private upload folder is the sandbox user's
+    # The admin is the sandbox's own user, so no other default user is named (the protocol's None).
+    assert (sandbox.admin_user, sandbox.default_user) == ("agent", None)
+    assert folder == "agent 700\n", folder  # the private upload folder is the sandbox user's
     assert _key(outcome) == (1.0, False, None, None), outcome
     assert not any(str(call.get("user")) in ("root", "0") for call in no_root.execs)
     # Its own user is never named: a provider that switches users only through root could not.

@@ -412,7 +412,7 @@ def test_a_timeout_times_the_multiplier_must_stay_finite(tmp_path):
         ("s.json", '{"A=B": "x"}', "secrets has the name 'A=B'"),
         ("s.json", '{"": "x"}', "secrets has the name ''"),
         ("s.json", '{"K": "\\ud800"}', "secrets.K is not valid text"),
-        ("s.json", '{"K": 1}', "secrets.K must be a string, not 1"),
+        ("s.json", '{"K": 1}', "secrets.K must be a string, not int"),
         ("s.json", '{"K": ' + DEEP_JSON + "}", "nested more than 100 levels deep"),
         ("s.json", '{"K": NaN}', "NaN is not a JSON number"),
         ("s.toml", 'K = "a\\u0000b"\n', "secrets.K holds a NUL character"),

@@ -13,7 +13,8 @@
 # Only bash builtins and coreutils: no tar, gzip, find or base64 unless the sandbox has no archive
 # calls (ARCHIVE / OUT_TAR set). Exit statuses 90-93 tell the host why nothing ran (keep in sync
 # with grading.py).
-verifier_path=${PATH-}
+verifier_path=${NEMO_GYM_VERIFIER_PATH-${PATH-}}  # a provider's exec runs on the system's PATH and hands the verifier's over
+unset -v NEMO_GYM_VERIFIER_PATH
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 unset -v BASH_ENV ENV CDPATH GLOBIGNORE

@@ -99,14 +99,22 @@ class Rollout:
 
 
 async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
-    """One rollout's outcome, in shared or separate mode as its plan says."""
+    """One rollout's outcome, in shared or separate mode as its plan says. Any fault of its sandbox
+    (an agent may cause one) masks this rollout alone; the task's mistakes raise."""
+    from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
     from nemo_gym.data.tasks.harbor.separate import run_separate_verification
-    from nemo_gym.data.tasks.harbor.verification import run_verification
+    from nemo_gym.data.tasks.harbor.verification import count_mask, masked, run_verification
 
-    if rollout.plan.mode != "separate":
-        return await run_verification(rollout.plan, rollout.sandbox)
-    assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
-    return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
+    try:
+        if rollout.plan.mode != "separate":
+            return await run_verification(rollout.plan, rollout.sandbox)
+        assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
+        return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
+    except (TaskError, ImageBuildError):
+        raise
+    except Exception as error:  # this sandbox's fault, whatever its kind: this rollout's mask alone
+        detail = rollout.plan.redact(f"the verification failed: {type(error).__name__}: {error}")
+        return count_mask(masked("sandbox_error", detail))
 
 
 async def verify_rollouts(

@@ -146,8 +146,8 @@ async def run_separate_verification(
     await run_collect_hooks(plan.collect, agent)
     alive, entrypoint_output = await entrypoint_state(agent)  # before the agent's sandbox stops
     if alive is False:
-        outcome = count_mask(
-            masked(ENTRYPOINT_FAILED, "the agent's image's ENTRYPOINT died during the rollout", entrypoint_output)
+        outcome = _mask(
+            plan, ENTRYPOINT_FAILED, "the agent's image's ENTRYPOINT died during the rollout", entrypoint_output
         )
     else:
         outcome = await _apart(plan, spec, agent, artifacts, open_verifier, stop_agent)
@@ -172,8 +172,8 @@ async def _apart(
         try:
             collected = await collect_artifacts(agent, (*artifacts, transcript), Path(scratch))
         except Exception as error:  # any fault of the sandbox or its provider
-            return count_mask(
-                masked("sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}")
+            return _mask(
+                plan, "sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}"
             )
         for missing in collected.missing:
             if missing != TRANSCRIPT:  # an agent that keeps no ATIF transcript is common
@@ -208,7 +208,12 @@ async def _apart(
         except (TaskError, ImageBuildError, KeyboardInterrupt):
             raise
         except Exception as error:  # the verifier's sandbox could not start or was lost
-            return count_mask(masked("sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}"))
+            return _mask(plan, "sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
+
+
+def _mask(plan: VerificationPlan, reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
+    """A mask of this run, its detail redacted before it is counted and logged."""
+    return count_mask(masked(reason, plan.redact(detail), plan.redact(stdout)))
 
 
 def _describe(error: BaseException) -> str:

@@ -243,7 +243,8 @@ def env_table(value: Any, where: str, name: str) -> Dict[str, str]:
         raise TaskError(f"{where}: {name} must be a table of strings")
     for key, item in value.items():
         if not isinstance(item, str):
-            raise TaskError(f"{where}: {name}.{_key(key)} must be a string, not {item!r}")
+            # The type alone: the value may be a secret.
+            raise TaskError(f"{where}: {name}.{_key(key)} must be a string, not {type(item).__name__}")
         if not key or "=" in key or "\0" in key:
             raise TaskError(f"{where}: {name} has the name {key!r}, which no environment variable can have")
         if "\0" in item:

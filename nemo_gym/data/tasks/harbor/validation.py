@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.redaction import redact
 from nemo_gym.data.tasks.harbor.responses import response
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
 from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec, run_separate_verification
@@ -238,7 +239,9 @@ async def validate_task(
                         last = step == steps[-1]
                         opener = open_verifier(task)
                         outcome = await run_separate_verification(task, plan, sandbox, opener, stop_agent=last)
-                    result.steps.append(StepResult(step, oracle.kind, outcome, "", oracle.status, oracle.output))
+                    # The oracle's output is redacted too: a step before it may have left a secret behind.
+                    output = redact(oracle.output, tuple(value for value in (secrets or {}).values() if value))
+                    result.steps.append(StepResult(step, oracle.kind, outcome, "", oracle.status, output))
                     if not result.steps[-1].passed:
                         break
         except (TaskError, SandboxError) as error:

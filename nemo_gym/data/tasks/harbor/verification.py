@@ -282,9 +282,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     if entrypoint_output:
         name = f"verifier-{ENTRYPOINT_LOG}" if plan.in_verifier_sandbox else ENTRYPOINT_LOG
         outcome = replace(outcome, files={**outcome.files, name: entrypoint_output.encode("utf-8", "replace")})
-    if outcome.masked:
-        count_mask(outcome)
-    return replace(
+    outcome = replace(
         outcome,
         detail=plan.redact(outcome.detail),
         metrics={plan.redact(key): value for key, value in outcome.metrics.items()},
@@ -292,6 +290,9 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         if outcome.reward_components is None
         else [plan.redact(name) for name in outcome.reward_components],
     )
+    if outcome.masked:  # counted and logged once redacted: a provider's fault may quote the env
+        count_mask(outcome)
+    return outcome
 
 
 async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:

@@ -19,7 +19,6 @@ spec of a separate verifier's sandbox, which only a NeMo Gym provider can start.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import shlex
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,9 +27,9 @@ from typing import (
     Any,
     AsyncContextManager,
     AsyncIterator,
-    Awaitable,
     Callable,
     Dict,
+    List,
     Mapping,
     Optional,
     Sequence,
@@ -54,8 +53,32 @@ PROVIDER_GRACE_SEC = 60.0
 PROBE_TIMEOUT_SEC = 60.0
 # Where the probe finds its programs: the system's folders only, as grading's steps do.
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The probe's answer: the working directory, the uid and the user's name, one a line.
-_PROBE = 'printf "%s\\n" "$PWD" "$(id -u)" "$(id -un 2>/dev/null)"'
+# The probe, as the admin: its uid, a new private folder (mktemp -d: 0700, a name nobody saw), and
+# the sandbox's first process's uid, user name, working directory and PATH, one a line. Bash
+# builtins and coreutils only (mktemp, readlink).
+_PROBE_LINES = ("uid", "folder", "first_uid", "first_name", "first_cwd", "first_path", "cwd")
+_PROBE = r"""
+id -u || exit 1
+mktemp -d /tmp/nemo-gym-XXXXXXXXXXXXXXXX || exit 1
+first_uid=""
+while read -r key value _; do [ "$key" = "Uid:" ] && first_uid=$value && break; done 2>/dev/null < /proc/1/status
+printf '%s\n' "$first_uid"
+name=""
+if [ -n "$first_uid" ]; then
+  while IFS=: read -r entry _ number _; do
+    [ "$number" = "$first_uid" ] && name=$entry && break
+  done < /etc/passwd
+fi
+printf '%s\n' "$name"
+printf '%s\n' "$(readlink /proc/1/cwd 2>/dev/null)"
+path=""
+while IFS= read -r -d '' entry; do
+  case $entry in PATH=*) path=${entry#PATH=} && break ;; esac
+done 2>/dev/null < /proc/1/environ
+printf '%s\n' "$path" "$PWD"
+"""
+# grading.sh's variable for the verifier's own PATH, when the exec's PATH is the system's.
+VERIFIER_PATH_VARIABLE = "NEMO_GYM_VERIFIER_PATH"
 
 
 def _text(value: Any) -> str:
@@ -76,9 +99,9 @@ class ProviderSandbox:
     """One NeMo Gym sandbox (``provider`` + ``handle``) as a ``Sandbox``; make it with ``attach``.
 
     ``/tests``, ``/logs/verifier`` are the sandbox's own. Uploads land in ``tmp_dir``, a folder of
-    ``/tmp`` made at attach time by the admin with mode 0711 and a random name: nobody else can
-    list it or watch it, so a file staged there (the answers, the run's key) is found by no one
-    who was not told its name. ``private_pids`` is the caller's word that the sandbox has a PID
+    ``/tmp`` the admin made at attach time (``mktemp -d``: mode 0700, a name no command line showed
+    before it existed): nobody else can enter it, whatever mode or owner the provider gives a file
+    it writes there (the answers, the run's key). ``private_pids`` is the caller's word that the sandbox has a PID
     namespace of its own (a container's; an Apptainer instance without ``--pid`` has not), which
     lets grading kill what the verifier left running; it cannot be probed safely, so it is off
     unless given. ``stop`` closes the sandbox through its provider.
@@ -100,6 +123,7 @@ class ProviderSandbox:
         environment: Optional[Mapping[str, str]] = None,
         private_pids: bool = False,
         own_user: Sequence[User] = (),
+        image_path: Optional[str] = None,
     ) -> None:
         self.provider, self.handle = provider, handle
         # The user the sandbox runs a command as when none is named (name and uid): asked for by
@@ -109,6 +133,8 @@ class ProviderSandbox:
         self.tmp_dir = tmp_dir
         self.environment = dict(environment or {})
         self.private_pids = private_pids
+        # The PATH a command gets when it names none: the spec's, else the image's (its first process's).
+        self.image_path = image_path
         self._closed = False
 
     async def exec(
@@ -121,14 +147,25 @@ class ProviderSandbox:
         user: Optional[User] = None,
         clean_shell: bool = False,
     ) -> ExecResult:
-        # The provider runs `sh -c`; bash takes over at once, by its absolute path for a clean shell.
-        shell = "exec /bin/bash -p -c " if clean_shell else "exec bash -c "
+        # The provider finds `sh` on the exec's PATH, before anything here runs: that PATH is always
+        # the system's. The command's own PATH (given, else the image's) is set inside: for a clean
+        # shell, handed to grading (which restores it for test.sh alone); else before bash is found.
+        wanted = dict(env or {})
+        path = wanted.pop("PATH", None) or self.image_path
+        if clean_shell:
+            if path is not None:
+                wanted[VERIFIER_PATH_VARIABLE] = path
+            wrapped = "exec /bin/bash -p -c " + shlex.quote(command)
+        else:
+            prefix = f"PATH={shlex.quote(path)}; export PATH; " if path is not None else ""
+            wrapped = prefix + "exec bash -c " + shlex.quote(command)
+        wanted["PATH"] = SAFE_PATH
         return await _provider_exec(
             self.provider,
             self.handle,
-            shell + shlex.quote(command),
+            wrapped,
             cwd=cwd or self.workdir,
-            env=dict(env) if env else None,
+            env=wanted,
             timeout_s=timeout_s,
             user=None if user is not None and str(user) in self._own else user,
         )
@@ -195,47 +232,78 @@ async def attach(
 ) -> ProviderSandbox:
     """The sandbox ``handle`` of ``provider`` (a NeMo Gym ``SandboxProvider``), ready to verify in.
 
-    The working directory is ``workdir``, else the spec's, else where the sandbox starts a command
-    (probed). The admin (who stages ``/tests`` and reads the results) is ``admin_user``, else root
-    when the sandbox runs as root or lets a command run as ``"root"``, else the user it runs as.
-    One probe as the sandbox's user, and one more as ``"root"`` when that user is not root; the
-    same exec makes the private upload folder. A sandbox that cannot answer raises ``SandboxError``.
+    The admin (who stages ``/tests`` and reads the results) is ``admin_user``, else root when a
+    command can run as ``"root"``, else the sandbox's own user (then nothing is private from the
+    agent, who is that user too). One probe, as the admin: everything it learns comes from a
+    process no other user can write into, and from the kernel's record of the sandbox's first
+    process (its user, working directory and PATH). It makes the private upload folder (mktemp,
+    0700) under a name nobody else saw. The working directory is ``workdir``, else the spec's, else
+    the first process's. Only when root is refused does a second probe run as the sandbox's user.
+    A sandbox that cannot be attached raises ``SandboxError``, counted as a mask.
     """
+    try:
+        return await _attach(provider, handle, spec, workdir, admin_user, private_pids)
+    except SandboxError as error:
+        from nemo_gym.data.tasks.harbor.verification import count_mask, masked
+
+        count_mask(masked("sandbox_error", f"the sandbox could not be attached: {error}"))
+        raise
+
+
+async def _attach(
+    provider: Any, handle: Any, spec: Any, workdir: Optional[str], admin_user: Optional[User], private_pids: bool
+) -> ProviderSandbox:
     workdir = workdir or getattr(spec, "workdir", None) or None
-    environment = getattr(spec, "env", None) or {}
-    folder = f"/tmp/nemo-gym-{secrets.token_hex(16)}"
-    make_folder = f"mkdir -m 0711 {folder}"
+    environment = dict(getattr(spec, "env", None) or {})
 
-    async def probe(user: Optional[User], extra: str) -> ExecResult:
-        # As grading's own steps: a clean bash, a fixed PATH and no preload, since it may run as
-        # root in a sandbox the agent has had to itself (its `id` or `mkdir` must never run).
-        command = "exec /bin/bash -p -c " + shlex.quote(f"PATH={SAFE_PATH}; {_PROBE} && {extra}")
-        blank = dict.fromkeys(ALWAYS_BLANKED, "")
-        return await _provider_exec(
-            provider, handle, command, cwd=workdir, env=blank, timeout_s=PROBE_TIMEOUT_SEC, user=user
-        )
+    async def probe(user: Optional[User], cwd: Optional[str]) -> List[str]:
+        # A clean bash, the system's PATH, no preload: the agent's programs never run.
+        env = {**dict.fromkeys(ALWAYS_BLANKED, ""), "PATH": SAFE_PATH}
+        command = "exec /bin/bash -p -c " + shlex.quote(_PROBE)
+        ran = await _provider_exec(provider, handle, command, cwd=cwd, env=env, timeout_s=PROBE_TIMEOUT_SEC, user=user)
+        lines = ran.stdout.split("\n")
+        if ran.return_code != 0 or len(lines) < len(_PROBE_LINES) or not lines[0].isdigit():
+            raise SandboxError(f"the sandbox could not be probed: {(ran.stdout + ran.stderr).strip()[-500:]}")
+        return lines
 
-    # The folder is made at once by a named admin or by root; any other user waits for the answer.
-    first = await probe(
-        admin_user, make_folder if admin_user is not None else f'{{ [ "$(id -u)" != 0 ] || {make_folder}; }}'
-    )
-    lines = first.stdout.splitlines()
-    if first.return_code != 0 or len(lines) < 2 or not lines[1].strip().isdigit():
-        raise SandboxError(f"the sandbox could not be probed: {(first.stdout + first.stderr).strip()[-500:]}")
-    where, uid, name = lines[0], int(lines[1]), (lines[2].strip() if len(lines) > 2 else "")
-    own: Tuple[User, ...] = () if admin_user is not None else (name, uid)
-    default_user: Optional[User] = None
-    if admin_user is None and uid == 0:
-        admin_user = "root"
-    elif admin_user is None:
-        default_user = name or uid
-        if await _try_root(probe, make_folder):
+    async def probe_anywhere(user: Optional[User]) -> List[str]:
+        """From the sandbox's own working directory when it is not known (the answer says where
+        that is), else from "/": a working directory the agent removed cannot fail the probe."""
+        if workdir is None:
+            try:
+                return await probe(user, None)
+            except ExecTimeout:
+                raise
+            except SandboxError:
+                pass
+        return await probe(user, "/")
+
+    own: Tuple[User, ...] = ()
+    if admin_user is not None:
+        answer = await probe_anywhere(admin_user)
+    else:
+        try:
+            answer = await probe_anywhere("root")
+            refused = answer[0] != "0"  # a provider that ran it as someone else
+        except ExecTimeout:
+            raise
+        except SandboxError:
+            refused = True
+        if refused:  # no root to give: the sandbox's own user stages and reads (the agent, often)
+            answer = await probe_anywhere(None)
+            admin_user = answer[3] if answer[2] == answer[0] and answer[3] else int(answer[0])
+            own = (admin_user, int(answer[0]))
+        else:
             admin_user = "root"
-        else:  # no root in this sandbox: its own user stages and reads
-            admin_user = default_user
-            made = await probe(None, make_folder)
-            if made.return_code != 0:
-                raise SandboxError(f"the sandbox's upload folder could not be made: {made.stderr.strip()[-500:]}")
+    uid, folder, first_uid, first_name, first_cwd, first_path, cwd = answer[: len(_PROBE_LINES)]
+    if not folder.startswith("/tmp/nemo-gym-"):
+        raise SandboxError(f"the sandbox's upload folder could not be made: {folder!r}")
+    default_user: Optional[User] = None
+    if first_uid.isdigit() and first_uid != uid:
+        default_user = _user(first_name, first_uid)
+        own = own or (first_name, int(first_uid))
+    path = environment.get("PATH") or first_path or None
+    where = cwd if cwd and cwd != "/" else first_cwd
     return ProviderSandbox(
         provider,
         handle,
@@ -246,19 +314,12 @@ async def attach(
         environment=environment,
         private_pids=private_pids,
         own_user=own,
+        image_path=path,
     )
 
 
-async def _try_root(probe: Callable[[Optional[User], str], Awaitable[ExecResult]], make_folder: str) -> bool:
-    """Whether the probe ran as ``"root"`` (and made the folder): ``False`` where the sandbox has no root to give."""
-    try:
-        ran = await probe("root", make_folder)
-    except ExecTimeout:
-        raise
-    except SandboxError:
-        return False
-    lines = ran.stdout.splitlines()
-    return ran.return_code == 0 and len(lines) > 1 and lines[1].strip() == "0"
+def _user(name: str, uid: str) -> User:
+    return name if name else int(uid)
 
 
 @asynccontextmanager
