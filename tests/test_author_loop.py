@@ -150,3 +150,10 @@ def test_the_readmes_host_side_example_runs_as_written(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "1.0 False None\n"
+
+
+def test_the_readme_lists_every_shipped_example():
+    readme = (ROOT / "README.md").read_text()
+    listed = readme.split("The shipped examples are:", 1)[1].split("\n\n", 1)[0]
+    shipped = sorted(path.name for path in (ROOT / "examples").iterdir() if (path / "task.toml").is_file())
+    assert [name for name in shipped if f"`examples/{name}`" not in listed] == []
