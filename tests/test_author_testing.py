@@ -30,15 +30,16 @@ from nemo_gym.data.tasks.harbor.testing import (
 )
 from nemo_gym.verifiers import final_text
 
-# --- The README's example ("Testing a verifier without a sandbox"): a task author's tests ---
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
 
 def _same_lines(real: str, ours: str) -> bool:
     """The same output, line for line: test.sh sends stderr into stdout's file, and how the two
     interleave there depends on the interpreter's buffering, so the order is not compared."""
     return sorted(real.splitlines()) == sorted(ours.splitlines())
+
+
+# --- The README's example ("Testing a verifier without a sandbox"): a task author's tests ---
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_answer_file(tmp_path):
