@@ -6,17 +6,20 @@ to an earlier one: a malformed last answer is no answer.
 
 from __future__ import annotations
 
-import re
+from nemo_gym.verifiers._lazy import Patterns
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
+    from re import Match
     from typing import Any, Dict, List, Optional
 
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-# The label: not inside a word or an identifier (``my_answer:`` is code, not a label), markdown
-# emphasis around it, then an ASCII or a fullwidth colon. Underscore emphasis must balance (see
-# _payload); asterisks are tolerated as they come.
-_LABEL = re.compile(r"(?<!\w)([*_]*)(?:final\s+)?answer([*_]*)[ \t]*[:\uff1a]([*_]*)", re.IGNORECASE)
+_PATTERNS = Patterns(
+    box=r"\\(?:boxed|fbox)\s*\{",
+    # The label: not inside a word or an identifier (``my_answer:`` is code, not a label), markdown
+    # emphasis around it, then an ASCII or a fullwidth colon, any case. Underscore emphasis must
+    # balance (see _payload); asterisks are tolerated as they come.
+    label=r"(?i)(?<!\w)([*_]*)(?:final\s+)?answer([*_]*)[ \t]*[:\uff1a]([*_]*)",
+)
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -56,13 +59,13 @@ def _innermost(text: str) -> str:
         elif char == "}" and opened:
             pairs[opened.pop()] = index
         index += 1
-    low, high = 0, len(text)
+    low, high, box = 0, len(text), _PATTERNS.box
     while True:
         while low < high and text[low].isspace():
             low += 1
         while high > low and text[high - 1].isspace():
             high -= 1
-        match = _BOX.match(text, low, high)
+        match = box.match(text, low, high)
         if match is None or pairs.get(match.end() - 1) != high - 1:
             return text[low:high]
         low, high = match.end(), high - 1
@@ -79,9 +82,9 @@ def extract_boxed(text: Any) -> Optional[str]:
     if not isinstance(text, str):
         return None
     found: Optional[str] = None
-    position = 0
+    position, box = 0, _PATTERNS.box
     while True:
-        match = _BOX.search(text, position)
+        match = box.search(text, position)
         if match is None:
             break
         end = _closing_brace(text, match.end())
@@ -91,7 +94,7 @@ def extract_boxed(text: Any) -> Optional[str]:
     return _innermost(found or "") or None
 
 
-def _payload(text: str, label: re.Match[str]) -> Optional[str]:
+def _payload(text: str, label: Match[str]) -> Optional[str]:
     """The raw payload after ``label``; ``None`` when the label's underscore emphasis is unbalanced."""
     opening, closing, after = (group.count("_") for group in label.groups())
     owed = opening - closing  # underscores that must still close the emphasis opened before the label
@@ -131,7 +134,7 @@ def extract_answer(text: Any) -> Optional[str]:
     """
     if not isinstance(text, str):
         return None
-    labels = list(_LABEL.finditer(text))
+    labels = list(_PATTERNS.label.finditer(text))
     if not labels:
         return None
     payload = _payload(text, labels[-1])

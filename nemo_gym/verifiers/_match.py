@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
 from nemo_gym.verifiers._expected import alternatives
+from nemo_gym.verifiers._lazy import Patterns
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
+    from re import Match
     from typing import Any, Optional
 
 _UNICODE_FORMS = ("NFC", "NFKC")
@@ -24,18 +23,22 @@ _INVISIBLE = str.maketrans(
         **dict.fromkeys("\u200b\u2060\ufeff", None),
     }
 )
-# Numbers keep their sign, decimal point and groups under ignore_punctuation: -5 is not 5.
-_NUMBER_OR_PUNCTUATION = re.compile(r"([-+]?\d+(?:[.,]\d+)*)|([^\w\s])")
-_ARTICLE = re.compile(r"\b(?:a|an|the)\b\s*", re.IGNORECASE)
+_PATTERNS = Patterns(
+    # Numbers keep their sign, decimal point and groups under ignore_punctuation: -5 is not 5.
+    number_or_punctuation=r"([-+]?\d+(?:[.,]\d+)*)|([^\w\s])",
+    article=r"(?i)\b(?:a|an|the)\b\s*",
+)
 
 
 def _strip_punctuation(text: str) -> str:
-    def keep_numbers(match: re.Match[str]) -> str:
+    import unicodedata  # on first use: it costs start-up time
+
+    def keep_numbers(match: Match[str]) -> str:
         if match.group(1) is not None:
             return match.group(1)
         return "" if unicodedata.category(match.group(2)).startswith("P") else match.group(2)
 
-    return _NUMBER_OR_PUNCTUATION.sub(keep_numbers, text)
+    return _PATTERNS.number_or_punctuation.sub(keep_numbers, text)
 
 
 def _normalize(
@@ -47,13 +50,15 @@ def _normalize(
     remove_articles: bool,
     unicode_form: str,
 ) -> str:
+    import unicodedata  # on first use: it costs start-up time
+
     text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE).strip()  # type: ignore[arg-type]
     if ignore_case:
         text = text.casefold()
     if ignore_punctuation:
         text = _strip_punctuation(text)
     if remove_articles:
-        text = _ARTICLE.sub("", text)
+        text = _PATTERNS.article.sub("", text)
     if collapse_whitespace:
         text = " ".join(text.split())
     return text.strip()

@@ -6,16 +6,17 @@ means one tenth. The grammar is deliberately narrow: what it does not recognise 
 
 from __future__ import annotations
 
-import math
-import numbers
-import re
-from decimal import Decimal
-from fractions import Fraction
+import sys
 
 from nemo_gym.verifiers._expected import COLLECTIONS, alternatives
+from nemo_gym.verifiers._lazy import Patterns
 
+# fractions, numbers, math and re cost start-up time: each is imported where it is first needed,
+# fractions once a number has been read. decimal is never imported to test for a Decimal: a
+# Decimal's module is loaded already (see _is_decimal).
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
+    from fractions import Fraction
     from typing import Any, Callable, Optional, Tuple
 
 # An exponent beyond this is refused, not computed: 10**n for a huge n takes time and memory that
@@ -29,7 +30,7 @@ MAX_DIGITS = 4300
 MAX_DECORATIONS = 16
 
 _PERCENT_MODES = ("strict", "ignore", "either")
-_DEFAULT_REL_TOL = Fraction(1, 10**9)
+_DEFAULT_REL_TOL = (1, 10**9)  # as a Fraction's numerator and denominator
 
 _FOLD = str.maketrans(
     {
@@ -44,27 +45,28 @@ _FOLD = str.maketrans(
         "\uff04": "$",
     }
 )
+# Vulgar fractions, as a Fraction's numerator and denominator.
 _VULGAR = {
-    "½": Fraction(1, 2), "⅓": Fraction(1, 3), "⅔": Fraction(2, 3), "¼": Fraction(1, 4),
-    "¾": Fraction(3, 4), "⅕": Fraction(1, 5), "⅖": Fraction(2, 5), "⅗": Fraction(3, 5),
-    "⅘": Fraction(4, 5), "⅙": Fraction(1, 6), "⅚": Fraction(5, 6), "⅐": Fraction(1, 7),
-    "⅛": Fraction(1, 8), "⅜": Fraction(3, 8), "⅝": Fraction(5, 8), "⅞": Fraction(7, 8),
-    "⅑": Fraction(1, 9), "⅒": Fraction(1, 10), "↉": Fraction(0, 3),
+    "½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5),
+    "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅐": (1, 7), "⅛": (1, 8), "⅜": (3, 8),
+    "⅝": (5, 8), "⅞": (7, 8), "⅑": (1, 9), "⅒": (1, 10), "↉": (0, 3),
 }  # fmt: skip
 
 # Unsigned decimals: strict thousands groups (1,234,567; never 1,5 or 0,123), an optional
 # fraction part, an optional e-exponent.
 _UNSIGNED = r"(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+"
-_DECIMAL = re.compile(rf"([+-]?)({_UNSIGNED})(?:[eE]([+-]?[0-9]+))?", re.ASCII)
-_TIMES_TEN = re.compile(
-    rf"([+-]?)({_UNSIGNED})\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{{\s*([+-]?[0-9]+)\s*\}}|([+-]?[0-9]+))",
-    re.ASCII,
+_PATTERNS = Patterns(
+    decimal=rf"(?a)([+-]?)({_UNSIGNED})(?:[eE]([+-]?[0-9]+))?",
+    times_ten=(
+        rf"(?a)([+-]?)({_UNSIGNED})\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*"
+        r"(?:\{\s*([+-]?[0-9]+)\s*\}|([+-]?[0-9]+))"
+    ),
+    frac=r"(?a)\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}",
+    slash=r"([^/]+)/([^/]+)",
+    vulgar_mixed="(?:([0-9]+) ?)?([" + "".join(_VULGAR) + "])",
+    # A sign, then an optional currency sign (white space may follow a currency sign, not a bare sign).
+    prefix=r"(?s)([+-]?)(?:(?:\\\$|[$€£¥₹])\s*)?(.*)",
 )
-_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", re.ASCII)
-_SLASH = re.compile(r"([^/]+)/([^/]+)")
-_VULGAR_MIXED = re.compile("(?:([0-9]+) ?)?([" + "".join(_VULGAR) + "])")
-# A sign, then an optional currency sign (white space may follow a currency sign, not a bare sign).
-_PREFIX = re.compile(r"([+-]?)(?:(?:\\\$|[$€£¥₹])\s*)?(.*)", re.DOTALL)
 
 # Decorations that may wrap the whole string: (opening, closing); brace-closed ones are checked
 # for balance so that "\boxed{1}+\boxed{2}" is not read as one box.
@@ -100,6 +102,8 @@ def _unwrap(text: str) -> Optional[str]:
 def _exact(mantissa: str, exponent: Optional[str]) -> Optional[Fraction]:
     if sum(char.isdigit() for char in mantissa) > MAX_DIGITS:
         return None
+    from fractions import Fraction
+
     value = Fraction(mantissa.replace(",", ""))
     if exponent is not None:
         power = int(exponent)
@@ -111,7 +115,7 @@ def _exact(mantissa: str, exponent: Optional[str]) -> Optional[Fraction]:
 
 def _plain(text: str) -> Optional[Fraction]:
     """A signed decimal such as ``-1,234.5e-3`` (the parts of fractions and ``× 10^n``)."""
-    match = _DECIMAL.fullmatch(text)
+    match = _PATTERNS.decimal.fullmatch(text)
     if match is None:
         return None
     value = _exact(match.group(2), match.group(3))
@@ -129,17 +133,19 @@ def _ratio(numerator: str, denominator: str) -> Optional[Fraction]:
 
 def _body(text: str) -> Optional[Fraction]:
     """The unsigned-or-signed number that remains once decorations, sign and currency are gone."""
-    match = _TIMES_TEN.fullmatch(text)
+    match = _PATTERNS.times_ten.fullmatch(text)
     if match:
         value = _exact(match.group(2), match.group(3) or match.group(4))
         return None if value is None else (-value if match.group(1) == "-" else value)
-    match = _FRAC.fullmatch(text)
+    match = _PATTERNS.frac.fullmatch(text)
     if match:
         return _ratio(match.group(1), match.group(2))
-    match = _VULGAR_MIXED.fullmatch(text)
+    match = _PATTERNS.vulgar_mixed.fullmatch(text)
     if match:
-        return int(match.group(1) or 0) + _VULGAR[match.group(2)]
-    match = _SLASH.fullmatch(text)
+        from fractions import Fraction
+
+        return int(match.group(1) or 0) + Fraction(*_VULGAR[match.group(2)])
+    match = _PATTERNS.slash.fullmatch(text)
     if match:
         return _ratio(match.group(1), match.group(2))
     return _plain(text)
@@ -163,7 +169,7 @@ def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
             dot, text = True, text[:-1].rstrip()
         else:
             break
-    prefix = _PREFIX.fullmatch(text)
+    prefix = _PATTERNS.prefix.fullmatch(text)
     assert prefix is not None  # the pattern matches every string
     sign, rest = prefix.groups()
     if sign and rest.startswith(("+", "-")):
@@ -179,9 +185,13 @@ def _parse(value: Any) -> Optional[Tuple[Fraction, bool]]:
         return None
     if isinstance(value, str):
         return _parse_text(value)
+    import numbers
+
     if isinstance(value, numbers.Rational):
+        from fractions import Fraction
+
         return Fraction(int(value.numerator), int(value.denominator)), False
-    if isinstance(value, Decimal):
+    if _is_decimal(value):
         # Read as its exact text: sNaN/NaN/Infinity are not numbers, and the exponent and digit caps
         # apply as they do to text (Fraction(Decimal("1e999999999")) would build a huge int).
         return _parse_text(str(value))
@@ -190,11 +200,28 @@ def _parse(value: Any) -> Optional[Tuple[Fraction, bool]]:
             number = float(value)
         except (ArithmeticError, TypeError, ValueError):  # an odd numbers.Real of someone's making
             return None
+        import math
+
         if not math.isfinite(number):
             return None
+        from fractions import Fraction
+
         # The shortest repr of a float is the decimal its author wrote: 0.1 is one tenth.
         return Fraction(repr(number)), False
     return None
+
+
+def _is_decimal(value: Any) -> bool:
+    """Whether ``value`` is a ``decimal.Decimal``, without importing ``decimal`` to find out.
+
+    An instance's class is loaded already, by ``decimal`` or by ``_decimal`` (its C half) alone.
+    """
+    for name in ("decimal", "_decimal"):
+        module = sys.modules.get(name)
+        kind = getattr(module, "Decimal", None)
+        if isinstance(kind, type) and isinstance(value, kind):
+            return True
+    return False
 
 
 def parse_number(value: Any) -> Optional[Fraction]:
@@ -255,18 +282,23 @@ def numeric_match(
     """
     if percent not in _PERCENT_MODES:
         raise ValueError(f"numeric_match(): percent must be 'strict', 'ignore' or 'either', got {percent!r}")
+    import numbers
+
     rel, absolute = _tolerance("rel_tol", rel_tol), _tolerance("abs_tol", abs_tol)
     items = alternatives(expected, (str, numbers.Number), "numeric_match", "a number or a str")
     wanted = [_expected_number(item, isinstance(expected, COLLECTIONS)) for item in items]
     got = _parse(actual)
     if got is None:
         return False
+    from fractions import Fraction  # loaded already: got is one
+
+    default_rel_tol = Fraction(*_DEFAULT_REL_TOL)
 
     def close(a: Fraction, b: Fraction) -> bool:
         if rel is None and absolute is None:
             if a.denominator == 1 and b.denominator == 1:
                 return a == b
-            return abs(a - b) <= _DEFAULT_REL_TOL * max(abs(a), abs(b))
+            return abs(a - b) <= default_rel_tol * max(abs(a), abs(b))
         return abs(a - b) <= max((rel or 0) * max(abs(a), abs(b)), absolute or 0)
 
     return any(_percent_pairs_match(got, other, percent, close) for other in wanted)
