@@ -28,6 +28,9 @@ MAX_DIGITS = 4300
 # Decorations wrapping one number ("$\boxed{\text{5}}$" has three) are unwrapped one scan each: past
 # this many, the text is not a number, so "\boxed{" nested 10**5 deep cannot cost quadratic time.
 MAX_DECORATIONS = 16
+# The longest text read as a number: MAX_DIGITS digits and every decoration fit well within it, and
+# each unwrapping scan is bounded by it (a box nested 10**5 deep is refused at once, not scanned).
+MAX_NUMBER_TEXT = 20_000
 
 _PERCENT_MODES = ("strict", "ignore", "either")
 _DEFAULT_REL_TOL = (1, 10**9)  # as a Fraction's numerator and denominator
@@ -153,6 +156,8 @@ def _body(text: str) -> Optional[Fraction]:
 
 def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
     """``(value, has_percent)`` for a number written as text, else ``None``."""
+    if len(text) > MAX_NUMBER_TEXT:
+        return None
     text = text.translate(_FOLD).strip()
     percent = dot = False
     decorations = 0
@@ -233,7 +238,8 @@ def parse_number(value: Any) -> Optional[Fraction]:
     full-width digits, one trailing ``.``, a trailing ``%`` (dropped: ``"50%"`` is 50) and
     decorations that wrap the whole string (``$…$``, ``\\(…\\)``, ``**…**``, ``\\boxed{…}``,
     ``\\text{…}``; at most ``MAX_DECORATIONS`` deep). Never a number: ``bool``, ``nan``, ``inf``,
-    words, hex, superscripts, expressions, leftovers such as ``"5 apples"``.
+    words, hex, superscripts, expressions, leftovers such as ``"5 apples"``, text longer than
+    ``MAX_NUMBER_TEXT`` characters.
     """
     parsed = _parse(value)
     return None if parsed is None else parsed[0]
