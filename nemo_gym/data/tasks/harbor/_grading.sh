@@ -162,21 +162,29 @@ kill_strays() {
     set -- ${line##*) }
     pid=$2
   done
-  kill -STOP -1 2>/dev/null
-  for dir in /proc/[0-9]*; do
-    pid=${dir#/proc/}
-    case "$keep" in *" $pid "*) continue ;; esac
-    # The whole file: a process may put a newline in its name. The fields follow its last ") ".
-    line=""
-    IFS= read -r -d '' line < "$dir/stat" 2>/dev/null
-    [ -n "$line" ] || continue  # gone since the glob
-    set -- ${line##*) }
-    case "${20-}" in
-      '' | *[!0-9]*) kill -KILL "$pid" 2>/dev/null ;;  # unreadable: no process may hide that way
-      *) [ "${20}" -ge "$started" ] && kill -KILL "$pid" 2>/dev/null ;;
-    esac
+  # Again until a pass finds nothing alive to kill: should anything slip past one pass (a fork the
+  # kernel finished as the stop went out), the next stops it; five passes at most.
+  local round killed
+  for round in 1 2 3 4 5; do
+    killed=0
+    kill -STOP -1 2>/dev/null
+    for dir in /proc/[0-9]*; do
+      pid=${dir#/proc/}
+      case "$keep" in *" $pid "*) continue ;; esac
+      # The whole file: a process may put a newline in its name. The fields follow its last ") ".
+      line=""
+      IFS= read -r -d '' line 2>/dev/null < "$dir/stat"
+      [ -n "$line" ] || continue  # gone since the glob
+      set -- ${line##*) }
+      case "${20-}" in
+        '' | *[!0-9]*) ;;  # unreadable: no process may hide that way
+        *) [ "${20}" -ge "$started" ] || continue ;;
+      esac
+      kill -KILL "$pid" 2>/dev/null && [ "${1-}" != Z ] && killed=$((killed + 1))
+    done
+    kill -CONT -1 2>/dev/null
+    [ "$killed" = 0 ] && break
   done
-  kill -CONT -1 2>/dev/null
 }
 
 # The verifier's other output (Harbor keeps all of /logs/verifier: ctrf.json, reward-details.json,
