@@ -1,11 +1,9 @@
-"""Plain value checks, and a parsing guard, shared by the readers of task files and reward files."""
+"""Plain value checks shared by the readers of task files and reward files."""
 
 from __future__ import annotations
 
-import gc
 import math
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 
 def finite_float(value: Any, *, booleans: bool = False) -> Optional[float]:
@@ -18,17 +16,3 @@ def finite_float(value: Any, *, booleans: bool = False) -> Optional[float]:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
-
-
-@contextmanager
-def no_collection() -> Iterator[None]:
-    """No garbage collection while a parser may recurse to the interpreter's limit (a deeply nested
-    file): a finalizer run there fails too, and Python prints "Exception ignored ..." on stderr, past
-    any error handling."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from nemo_gym.data.tasks.harbor._values import finite_float, no_collection
+from nemo_gym.data.tasks.harbor._values import finite_float
 
 MISSING_REWARD = "harbor:missing_reward"
 INVALID_REWARD = "harbor:invalid_reward"
@@ -45,8 +45,7 @@ def _reject_constant(name: str) -> Any:
 def parse_reward_json(data: bytes) -> RewardOutcome:
     """The outcome of a ``reward.json`` holding ``data``."""
     try:
-        with no_collection():
-            value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         return _invalid(f"reward.json is not valid JSON ({error})")
     if not isinstance(value, dict) or not value:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from nemo_gym.data.tasks.harbor._values import finite_float, no_collection
+from nemo_gym.data.tasks.harbor._values import finite_float
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -197,8 +197,7 @@ def loads_json(text: str) -> Any:
     plain JSON (``NaN``, ``Infinity``, a number beyond a float's range, an integer of more digits than
     the interpreter converts) or that nests more than ``MAX_NESTING`` levels deep."""
     try:
-        with no_collection():
-            value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError(f"nested more than {MAX_NESTING} levels deep") from None
     except MemoryError:
@@ -210,9 +209,7 @@ def loads_json(text: str) -> Any:
 
 def read_toml(path: Path) -> Dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-        with no_collection():
-            config: Dict[str, Any] = tomllib.loads(text)
+        config: Dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
     except RecursionError:
         raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)") from None
     except MemoryError:
