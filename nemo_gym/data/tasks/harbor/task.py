@@ -192,10 +192,35 @@ def _finite_float(text: str) -> float:
     return number
 
 
+# Strings (and, in TOML, comments) and the brackets outside them: counted in one pass before a
+# recursive parser runs, so that no file can take json or tomllib near the interpreter's recursion
+# limit (Python 3.8 aborts the process if it overflows again while handling that error).
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}]', re.S
+)
+
+
+def _nests_too_deep(text: str, tokens: Any) -> bool:
+    """Whether brackets outside strings and comments nest more than ``MAX_NESTING`` levels."""
+    depth = 0
+    for match in tokens.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
 def loads_json(text: str) -> Any:
     """``json.loads`` for files a person wrote: ``ValueError`` with the reason for anything that is not
     plain JSON (``NaN``, ``Infinity``, a number beyond a float's range, an integer of more digits than
     the interpreter converts) or that nests more than ``MAX_NESTING`` levels deep."""
+    if _nests_too_deep(text, _JSON_TOKENS):
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
@@ -209,7 +234,10 @@ def loads_json(text: str) -> Any:
 
 def read_toml(path: Path) -> Dict[str, Any]:
     try:
-        config: Dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if _nests_too_deep(text, _TOML_TOKENS):
+            raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)")
+        config: Dict[str, Any] = tomllib.loads(text)
     except RecursionError:
         raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)") from None
     except MemoryError:
