@@ -14,6 +14,7 @@ the engine (``image_build.image_record``), not a file beside the dataset.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -174,6 +175,25 @@ def verifier_build_environment(task: TaskLike) -> Optional[Dict[str, Any]]:
 # --- the verifier's compose file -------------------------------------------------------------------
 
 
+_FLOW_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#[^\n]*|[\[\]{}]')
+_BLOCK_PREFIX = re.compile(r"[ \t]*(?:[-?:][ \t]+)*")
+
+
+def _yaml_nests_too_deep(text: str) -> bool:
+    """Whether YAML text may nest more than ``MAX_NESTING`` levels: flow brackets outside quotes,
+    or a line indented (spaces and ``- `` markers) past that many columns."""
+    depth = 0
+    for match in _FLOW_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return any(len(_BLOCK_PREFIX.match(line).group()) > MAX_NESTING for line in text.splitlines())  # type: ignore[union-attr]
+
+
 def _compose(task: Task) -> Tuple[Optional[Any], Optional[str]]:
     """``(parsed file, None)``, or ``(None, why it does not parse)``; ``({}, None)`` without a file."""
     path = task.path / "tests" / COMPOSE_FILE
@@ -181,7 +201,10 @@ def _compose(task: Task) -> Tuple[Optional[Any], Optional[str]]:
         return {}, None
     too_deep = f"{path}: not valid YAML (nested more than {MAX_NESTING} levels deep)"
     try:
-        parsed = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if _yaml_nests_too_deep(text):  # before PyYAML recurses near the interpreter's limit
+            return None, too_deep
+        parsed = yaml.safe_load(text)
     except RecursionError:
         return None, too_deep
     except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: UnicodeDecodeError, huge integers
