@@ -201,7 +201,7 @@ _TOML_TOKENS = re.compile(
 )
 
 
-def _nests_too_deep(text: str, tokens: Any) -> bool:
+def brackets_nest_too_deep(text: str, tokens: Any) -> bool:
     """Whether brackets outside strings and comments nest more than ``MAX_NESTING`` levels."""
     depth = 0
     for match in tokens.finditer(text):
@@ -219,7 +219,7 @@ def loads_json(text: str) -> Any:
     """``json.loads`` for files a person wrote: ``ValueError`` with the reason for anything that is not
     plain JSON (``NaN``, ``Infinity``, a number beyond a float's range, an integer of more digits than
     the interpreter converts) or that nests more than ``MAX_NESTING`` levels deep."""
-    if _nests_too_deep(text, _JSON_TOKENS):
+    if brackets_nest_too_deep(text, _JSON_TOKENS):
         raise ValueError(f"nested more than {MAX_NESTING} levels deep")
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -235,7 +235,7 @@ def loads_json(text: str) -> Any:
 def read_toml(path: Path) -> Dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
-        if _nests_too_deep(text, _TOML_TOKENS):
+        if brackets_nest_too_deep(text, _TOML_TOKENS):
             raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)")
         config: Dict[str, Any] = tomllib.loads(text)
     except RecursionError:
@@ -796,6 +796,7 @@ __all__ = [
     "VerifierConfig",
     "artifact_destination_refusal",
     "artifact_source_refusal",
+    "brackets_nest_too_deep",
     "default_destination",
     "env_table",
     "environment_config",

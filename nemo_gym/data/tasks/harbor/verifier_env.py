@@ -26,6 +26,7 @@ from nemo_gym.data.tasks.harbor.task import (
     EnvironmentConfig,
     Task,
     VerifierConfig,
+    brackets_nest_too_deep,
     load_task,
     nested_too_deep,
     sidecar_refusal,
@@ -182,15 +183,8 @@ _BLOCK_PREFIX = re.compile(r"[ \t]*(?:[-?:][ \t]+)*")
 def _yaml_nests_too_deep(text: str) -> bool:
     """Whether YAML text may nest more than ``MAX_NESTING`` levels: flow brackets outside quotes,
     or a line indented (spaces and ``- `` markers) past that many columns."""
-    depth = 0
-    for match in _FLOW_TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                return True
-        elif token in "]}":
-            depth -= 1
+    if brackets_nest_too_deep(text, _FLOW_TOKENS):
+        return True
     return any(len(_BLOCK_PREFIX.match(line).group()) > MAX_NESTING for line in text.splitlines())  # type: ignore[union-attr]
 
 
