@@ -142,3 +142,49 @@ def write_files(root: Path, files: Mapping[str, Union[str, bytes]], *, dedent: b
         if name.endswith(".sh") or "bin/" in name:
             path.chmod(0o755)
     return root
+
+
+# verify as the agent's program would act in it: it reads its stdin and writes a results tar claiming a
+# reward of 1 into every pipe it reaches (the grading exec's stdout among them for root), then scores 0.
+PIPE_FORGER = """
+import io, json, os, sys, tarfile
+def forged() -> bytes:  # results claiming a reward of 1, as finish would pack them
+    import hashlib
+    files = {"reward.json": b'{"reward": 1}\\n', "meta": b"status 0\\nelapsed_cs 1\\nkinds reward.json=file \\nskipped 0\\n"}
+    sums = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\\n" for name, data in files.items())
+    files[".sums"] = sums.encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+def verify(workspace):
+    seen = {"stdin": sys.stdin.buffer.read(), "written": [], "denied": []}
+    seen["stdin"] = len(seen["stdin"])
+    try:
+        os.write(6, forged())
+        seen["written"].append("fd 6")
+    except OSError:
+        seen["denied"].append("fd 6")
+    pid = os.getpid()
+    while pid > 1:  # every pipe of every ancestor: the grading shell's stdout among them
+        for fd in os.listdir(f"/proc/{pid}/fd") if os.access(f"/proc/{pid}/fd", os.R_OK) else []:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                if os.readlink(path).startswith("pipe:"):
+                    with open(path, "wb") as handle:
+                        handle.write(forged())
+                    seen["written"].append(path)
+            except OSError:
+                seen["denied"].append(path)
+        with open(f"/proc/{pid}/stat") as handle:
+            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+    print("pipes:", json.dumps(seen))  # what a user other than root can leave
+    try:
+        (workspace / "pipes.json").write_text(json.dumps(seen))  # root's forgery replaced the output
+    except OSError:
+        pass
+    return 0.0
+"""

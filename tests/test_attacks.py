@@ -12,17 +12,18 @@ import asyncio
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import write_files
+from support import PIPE_FORGER, write_files
 
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, PipedResult
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import load_task
 from nemo_gym.data.tasks.harbor.verification import (
@@ -212,6 +213,29 @@ def test_the_runs_key_is_gone_before_verify_runs(tmp_path):
     """
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert outcome.reward == 1.0 and outcome.metrics == {"gone": 1.0, "no_nonce_file": 1.0}, outcome
+
+
+@pytest.mark.parametrize("user", [None, "nobody"])
+def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(tmp_path, user):
+    # The staged files (the run's key among them) came in on the grading exec's stdin and the results
+    # go out on its stdout: verify reads none of the first. Code a root verify runs can write into the
+    # grading shell's stdout (root reaches every file and pipe of the sandbox) and so spoil the
+    # results, as it could spoil the files they are packed from, but forge nothing: the host
+    # believes the runner's report alone, which carries the key. Any other user reaches no pipe.
+    needs_root()
+    toml = "" if user is None else f'[verifier]\nuser = "{user}"\n'
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": PIPE_FORGER, "task.toml": toml})
+    outcome = verify(task_dir, tmp_path)
+    if user is None:
+        seen = json.loads((tmp_path / "pipes.json").read_text())
+    else:
+        seen = json.loads(outcome.stdout.split("pipes: ", 1)[1].splitlines()[0])
+    assert seen["stdin"] == 0 and "fd 6" in seen["denied"], seen
+    assert outcome.reward == 0.0 and not outcome.masked, (outcome, seen)
+    if user is None:
+        assert any(path.endswith("/fd/6") for path in seen["written"]), seen  # the attack did reach the pipe
+    else:
+        assert seen["written"] == [] and outcome.failure_kind is None, (outcome, seen)
 
 
 # --- 2: the answers are private while staged and gone afterwards --------------------------------
@@ -420,6 +444,16 @@ class Hostile:
         return self.mutate(data) if self.mutate else data
 
 
+class HostilePipe(Hostile):
+    """The same misbehaviour on the one exec that carries the files in and out (``exec_piped``):
+    ``mutate`` rewrites its stdout, the results."""
+
+    async def exec_piped(self, command: str, stdin: bytes, **options: Any) -> PipedResult:
+        self._maybe("exec_piped")
+        result = await self.inner.exec_piped(command, stdin, **options)
+        return replace(result, stdout=self.mutate(result.stdout)) if self.mutate else result
+
+
 REPORTED = {"tests/verifier.py": "def verify():\n    print('graded')\n    return {'reward': 0.75, 'm': 2}\n"}
 
 
@@ -428,14 +462,15 @@ def reported_task(tmp_path_factory) -> Path:
     return task(tmp_path_factory.mktemp("reported"), REPORTED)
 
 
+@pytest.mark.parametrize("hostile", [Hostile, HostilePipe])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(position=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
-def test_a_flipped_byte_in_the_results_masks_or_changes_nothing(reported_task, tmp_path, position, bit):
+def test_a_flipped_byte_in_the_results_masks_or_changes_nothing(reported_task, tmp_path, hostile, position, bit):
     def flip(data: bytes) -> bytes:
         index = int(position * len(data))
         return data[:index] + bytes([data[index] ^ (1 << bit)]) + data[index + 1 :]
 
-    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=flip))
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: hostile(sandbox, mutate=flip))
     honest = (0.75, {"m": 2.0}, None, False)
     assert (outcome.masked and outcome.mask_reason == "sandbox_error") or (
         outcome.reward,
@@ -445,11 +480,12 @@ def test_a_flipped_byte_in_the_results_masks_or_changes_nothing(reported_task, t
     ) == honest, outcome
 
 
+@pytest.mark.parametrize("hostile", [Hostile, HostilePipe])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fraction=st.floats(0, 1, exclude_max=True))
-def test_truncated_results_mask_or_change_nothing(reported_task, tmp_path, fraction):
+def test_truncated_results_mask_or_change_nothing(reported_task, tmp_path, hostile, fraction):
     outcome = verify(
-        reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=lambda d: d[: int(fraction * len(d))])
+        reported_task, tmp_path, wrap=lambda sandbox: hostile(sandbox, mutate=lambda d: d[: int(fraction * len(d))])
     )
     assert (outcome.masked and outcome.mask_reason == "sandbox_error") or (outcome.reward, outcome.metrics) == (
         0.75,
@@ -457,19 +493,23 @@ def test_truncated_results_mask_or_change_nothing(reported_task, tmp_path, fract
     ), outcome
 
 
-@pytest.mark.parametrize("call", ["put_archive", "exec", "get_archive"])
+@pytest.mark.parametrize(
+    "hostile, call",
+    [(Hostile, "put_archive"), (Hostile, "exec"), (Hostile, "get_archive"), (HostilePipe, "exec_piped")],
+)
 @pytest.mark.parametrize(
     "error",
     [ConnectionResetError("reset by peer"), OSError(5, "I/O error"), EOFError(), RuntimeError("lost"), KeyError("Id")],
     ids=lambda error: type(error).__name__,
 )
-def test_any_exception_from_the_provider_masks_the_sample(reported_task, tmp_path, call, error):
-    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, raise_at=call, error=error))
+def test_any_exception_from_the_provider_masks_the_sample(reported_task, tmp_path, hostile, call, error):
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: hostile(sandbox, raise_at=call, error=error))
     assert outcome.masked and outcome.mask_reason == "sandbox_error" and outcome.failure_kind is None, outcome
 
 
-def test_a_lost_stream_masks_the_sample(reported_task, tmp_path):
-    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: Hostile(sandbox, mutate=lambda data: b""))
+@pytest.mark.parametrize("hostile", [Hostile, HostilePipe])
+def test_a_lost_stream_masks_the_sample(reported_task, tmp_path, hostile):
+    outcome = verify(reported_task, tmp_path, wrap=lambda sandbox: hostile(sandbox, mutate=lambda data: b""))
     assert outcome.masked and "could not be copied out" in outcome.detail, outcome
 
 

@@ -88,6 +88,9 @@ class Lost(LocalSandbox):
     async def exec(self, command: str, **options: Any) -> Any:
         raise SandboxError("the container is gone")
 
+    async def exec_piped(self, command: str, stdin: bytes, **options: Any) -> Any:
+        raise SandboxError("the container is gone")
+
 
 @needs_namespaces
 def test_each_rollout_gets_its_own_outcome_in_order_and_a_lost_sandbox_masks_only_its_own(tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 from images import LABEL, base_image, python_image, stripped_image
@@ -122,6 +122,36 @@ def test_a_plain_test_sh_needs_no_python(docker_client):
 def test_an_image_without_bash_or_timeout_is_masked(docker_client, tool):
     outcome = verify_in(stripped_image(docker_client, tool), EXAMPLES / "bash-test", client=docker_client)
     assert outcome.masked and outcome.mask_reason == "verifier_error", outcome
+
+
+def test_without_tar_the_files_go_through_the_engines_archive_calls(docker_client, monkeypatch):
+    # The one exec carries the files on its stdin and stdout when the image has tar; without it they
+    # go through the engine's archive calls instead, and the run is graded all the same.
+    calls: List[str] = []
+    for name in ("exec_piped", "put_archive", "get_archive"):
+        real = getattr(DockerSandbox, name)
+
+        async def spy(self: DockerSandbox, *args: Any, _real: Any = real, _name: str = name, **options: Any) -> Any:
+            calls.append(_name)
+            return await _real(self, *args, **options)
+
+        monkeypatch.setattr(DockerSandbox, name, spy)
+    plan = plan_verification(load_task(EXAMPLES / "bash-test"))
+
+    async def run(delete_tar: bool) -> VerificationOutcome:
+        workspace = EXAMPLES / "bash-test" / "workspace"
+        async with DockerSandbox(
+            base_image(docker_client), workspace=workspace, labels=LABEL, client=docker_client
+        ) as sandbox:
+            if delete_tar:
+                await sandbox.exec("rm -f $(command -v tar)", user="root")
+            calls.clear()
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run(delete_tar=False))
+    assert (outcome.reward, calls) == (1.0, ["exec_piped"]), (outcome, calls)
+    outcome = asyncio.run(run(delete_tar=True))
+    assert (outcome.reward, calls) == (1.0, ["exec_piped", "put_archive", "get_archive"]), (outcome, calls)
 
 
 def _shell_task(tmp_path: Path, script: str) -> Path:

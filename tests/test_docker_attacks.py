@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 
 import pytest
 from images import LABEL, users_image
-from support import EXAMPLES, write_files
+from support import EXAMPLES, PIPE_FORGER, write_files
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 from nemo_gym.data.tasks.harbor.task import load_task
@@ -174,6 +174,30 @@ def test_a_root_agent_that_deletes_tar_gzip_find_and_base64_is_still_graded(dock
         docker_client, EXAMPLES / "answer-file", EXAMPLES / "answer-file" / "workspace", before=delete_tools
     )
     assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+
+
+@pytest.mark.parametrize("verifier_user", [None, "grader"])
+def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(docker_client, tmp_path, verifier_user):
+    # The one exec carries the staged files (the run's key among them) in on its stdin and the
+    # results out on its stdout: verify reads none of the first. Root's code can spoil the second
+    # (it reaches every pipe in the container), never forge it; the grader reaches no pipe at all.
+    import json
+
+    toml = "" if verifier_user is None else f'[verifier]\nuser = "{verifier_user}"\n'
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": PIPE_FORGER, "task.toml": toml})
+
+    async def probe(sandbox: DockerSandbox) -> Any:
+        return (await sandbox.exec("cat /workspace/pipes.json 2>/dev/null", user="root")).stdout
+
+    outcome, written = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=probe)
+    if verifier_user is None:
+        seen = json.loads(written)
+        assert any(path.endswith("/fd/6") for path in seen["written"]), seen  # the attack reached the pipe
+    else:
+        seen = json.loads(outcome.stdout.split("pipes: ", 1)[1].splitlines()[0])
+        assert seen["written"] == [] and outcome.failure_kind is None, (outcome, seen)
+    assert seen["stdin"] == 0 and "fd 6" in seen["denied"], seen
+    assert outcome.reward == 0.0 and not outcome.masked, outcome
 
 
 TOOLS = ("rm", "mkdir", "chown", "chmod", "mv", "head", "tail", "sha256sum", "tar", "id", "timeout", "python3", "bash")

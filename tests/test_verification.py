@@ -16,7 +16,7 @@ from support import EXAMPLES, write_files
 
 from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, PipedResult, SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 from nemo_gym.data.tasks.harbor.verification import (
@@ -212,11 +212,20 @@ class RecordingArchiveSandbox(RecordingSandbox):
         return await self.inner.get_archive(path, limit=limit)
 
 
+class RecordingPipeSandbox(RecordingSandbox):
+    """The same, with an exec that takes stdin and gives stdout back whole (Docker, LocalSandbox)."""
+
+    async def exec_piped(self, command: str, stdin: bytes, **options: Any) -> PipedResult:
+        self.calls.append("exec_piped")
+        return await self.inner.exec_piped(command, stdin, **options)
+
+
 @pytest.mark.parametrize(
     "wrapper, expected",
     [
         (RecordingSandbox, ["upload", "exec", "download"]),
         (RecordingArchiveSandbox, ["put_archive", "exec", "get_archive"]),
+        (RecordingPipeSandbox, ["exec_piped"]),
     ],
 )
 @pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
@@ -372,9 +381,9 @@ def test_a_namespace_that_bubblewrap_could_not_set_up_is_tried_again(tmp_path, m
     real = LocalSandbox._run
     failures = ["bwrap: Can't bind mount /oldroot/var on /newroot/var: Invalid argument\n"] * 2
 
-    async def flaky(self: LocalSandbox, *args: Any) -> ExecResult:
+    async def flaky(self: LocalSandbox, *args: Any) -> PipedResult:
         if failures:
-            return ExecResult("", failures.pop(), 1)
+            return PipedResult(b"", failures.pop(), 1)
         return await real(self, *args)
 
     monkeypatch.setattr(LocalSandbox, "_run", flaky)

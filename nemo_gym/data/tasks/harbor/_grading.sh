@@ -10,9 +10,10 @@
 #            files, the report and the output's tail into the run's out folder with their SHA-256
 #            sums, and remove everything else from /tests (the answers).
 #
-# Only bash builtins and coreutils: no tar, gzip, find or base64 unless the sandbox has no archive
-# calls (ARCHIVE / OUT_TAR set). Exit statuses 90-93 tell the host why nothing ran (keep in sync
-# with grading.py).
+# Only bash builtins and coreutils, and tar where the files travel as one: on this exec's standard
+# input and output (PIPED: prepare unpacks the staged files from stdin, finish packs the results to
+# stdout, fd 6, while every message goes to stderr), or as an uploaded file and one to download
+# (ARCHIVE / OUT_TAR). Exit statuses 90-94 tell the host why nothing ran (keep in sync with grading.py).
 verifier_path=${NEMO_GYM_VERIFIER_PATH-${PATH-}}  # a provider's exec runs on the system's PATH and hands the verifier's over
 unset -v NEMO_GYM_VERIFIER_PATH
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -21,6 +22,7 @@ unset -v BASH_ENV ENV CDPATH GLOBIGNORE
 umask 077
 shopt -s dotglob nullglob
 
+[ "$PIPED" = 1 ] && exec 6>&1 1>&2  # the results alone go to stdout
 fail() { echo "$2"; exit "$1"; }
 
 # This exec's own start, in clock ticks since boot: whatever starts later belongs to grading.
@@ -29,6 +31,8 @@ set -- ${stat##*) }
 started=${20}
 
 needed=(rm mkdir chown chmod mv head tail sha256sum stat)
+# Without tar the files cannot travel through this exec: the host sends them another way (94).
+[ "$PIPED" = 1 ] && ! command -v tar >/dev/null 2>&1 && fail 94 "the image has no tar"
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
 [ -n "$HANDOVER" ] && needed+=(id)
 case " $STEPS " in *" run "*) command -v timeout >/dev/null 2>&1 || fail 90 "the image has no timeout" ;; esac
@@ -78,6 +82,22 @@ prepare() {
       mkdir -p -m 0700 -- "$name" && mv -- "$entry" "$name"/ || fail 92 "cannot empty ${entry%/*}"
     done
   fi
+  if [ "$PIPED" = 1 ]; then
+    # Unpacked once the folders are root's and empty: the files land in place, the run's secrets in $OUT.
+    tar -xf - -C "${TESTS%/*}/" --no-same-owner || fail 92 "cannot unpack the staged files"
+    [ -d "$OUT" ] && [ ! -L "$OUT" ] && { [ "$KEEP_TESTS" = 1 ] || [ -f "$TESTS/test.sh" ]; } \
+      || fail 92 "the staged files did not arrive in $TESTS"
+  else
+    stage_in
+  fi
+  chmod 0755 -- "$TESTS/test.sh" || fail 92 "$TESTS/test.sh is missing"
+  handover
+}
+
+# The staged files, uploaded beforehand (through the sandbox's archive calls, else as the tar
+# $ARCHIVE) into $TESTS/$STAGE, which emptying spared: moved into place, the run's secrets into $OUT.
+stage_in() {
+  local name
   if [ -n "$ARCHIVE" ]; then
     tar -xf "$ARCHIVE" -C "${TESTS%/*}/" --no-same-owner || fail 92 "cannot unpack the staged files"
     rm -f -- "$ARCHIVE"
@@ -94,7 +114,10 @@ prepare() {
   else
     mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
   fi
-  chmod 0755 -- "$TESTS/test.sh" || fail 92 "$TESTS/test.sh is missing"
+}
+
+handover() {
+  local name inputs
   case "$HANDOVER" in
     read)  # a Python verifier: the runner starts as the admin and switches itself; its user reads /tests, writes nothing there
       local group
@@ -140,7 +163,8 @@ run() {
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" >&4 2>&4 4>&- 5>&-
+  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" \
+    </dev/null >&4 2>&4 4>&- 5>&- 6>&-
   status=$?
   umask 077
   IFS=' ' read -r up _ < /proc/uptime
@@ -259,7 +283,9 @@ finish() {
     done
   fi
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
-  if [ -n "$OUT_TAR" ]; then
+  if [ "$PIPED" = 1 ]; then
+    tar -cf - -C "$OUT" . >&6 || fail 92 "cannot pack the results"
+  elif [ -n "$OUT_TAR" ]; then
     tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
   fi
 }

@@ -18,6 +18,7 @@ NO_VERIFIER_TOOL = 90  # timeout (or bash): the seed's verifier_error
 NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archive calls: provider_unavailable
 STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
 UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
+NO_TAR = 94  # no tar for files on the exec's stdin and stdout: the host sends them another way
 
 # Variables that act on a program as it starts (the dynamic loader's, glibc's, tar's). A task may
 # set them, and may point them into the agent's files; no program grading runs as the admin may see
@@ -72,6 +73,7 @@ class GradingSteps:
     kill_strays: bool = True
     blanked: Tuple[str, ...] = ()  # the variables the exec sets empty (``deferred``)
     keep_tests: bool = False  # run the /tests/test.sh a separate verifier's image ships, as it is
+    piped: bool = False  # the staged files come as a tar on stdin, the results go as one to stdout
     archive: str = ""  # the uploaded tar, for a sandbox without archive calls
     out_tar: str = ""  # the results as one tar to download, likewise
 
@@ -95,6 +97,7 @@ def grading_command(steps: GradingSteps) -> str:
         "HANDOVER": steps.handover,
         "RUN_AS": steps.run_as,
         "KILL_STRAYS": "1" if steps.kill_strays else "0",
+        "PIPED": "1" if steps.piped else "0",
         "ARCHIVE": steps.archive,
         "OUT_TAR": steps.out_tar,
         "KEEP_TESTS": "1" if steps.keep_tests else "0",
@@ -111,6 +114,7 @@ __all__ = [
     "HANDOVER_OWN",
     "HANDOVER_READ",
     "NO_PROVIDER_TOOL",
+    "NO_TAR",
     "NO_VERIFIER_TOOL",
     "STAGING_FAILED",
     "UNKNOWN_USER",

@@ -36,6 +36,7 @@ _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 _STATIC_LEVEL = 9
 TASK_LEVEL = 0
 _END_OF_ARCHIVE = b"\0" * (2 * tarfile.BLOCKSIZE)
+_RECORD_SIZE = tarfile.RECORDSIZE  # what tar reads at a time (20 blocks)
 _EXECUTABLE, _REGULAR, _DIRECTORY = 0o755, 0o644, 0o755
 
 
@@ -242,15 +243,29 @@ def stage_archive(files: Iterable[ShimFile], *, compresslevel: int = 6) -> bytes
 
 
 def run_archive(
-    files: Iterable[ShimFile], *, top: str, stage: str, private: Optional[Mapping[str, bytes]] = None
+    files: Iterable[ShimFile],
+    *,
+    top: str,
+    stage: str,
+    private: Optional[Mapping[str, bytes]] = None,
+    out: Optional[str] = None,
 ) -> bytes:
-    """The one upload of a verification run: an uncompressed tar, unpacked into the parent of the
-    sandbox's tests folder, of ``top/`` (that folder, mode 0700 and root's as it lands, so the
+    """The staged files of a verification run as one uncompressed tar, unpacked into the parent of
+    the sandbox's tests folder: ``top/`` (that folder, mode 0700 and root's as it lands, so the
     agent cannot read or add to what follows), ``top/stage/`` holding ``files``, and the run's
     ``private`` files (its key, its held-back variables) as ``.gym-<name>``, readable by root alone.
-    The engine unpacks it (no ``tar`` or ``gzip`` inside the sandbox); grading then moves the stage's
-    files into place and the private ones where only the admin can reach them.
+    The engine unpacks it before grading (no ``tar`` or ``gzip`` inside the sandbox), which then
+    moves the stage's files into place and the private ones where only the admin can reach them.
+
+    With ``out`` (grading unpacks it itself, once it has emptied ``top/``: a piped exec), everything
+    lands in place: ``files`` in ``top/``, the private files as ``top/out/<name>``. The tar is then
+    padded to whole 10 KiB records, so that no ``tar`` waits for more of a pipe.
     """
+    if out is not None:
+        members = [ShimFile(f"{top}/{file.name}", file.data, file.mode) for file in files]
+        members += [ShimFile(f"{top}/{out}/{name}", data, 0o400) for name, data in (private or {}).items()]
+        blocks = _tar_blocks(members, folder_modes={top: 0o700, f"{top}/{out}": 0o700}) + _END_OF_ARCHIVE
+        return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
     secret = {f".gym-{name}": data for name, data in (private or {}).items()}
     members = [
         ShimFile(f"{top}/{stage}/{file.name}", file.data, file.mode) for file in files if file.name not in secret

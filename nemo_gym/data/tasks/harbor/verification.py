@@ -19,7 +19,7 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor.collected import Collected, CollectError, read_collected
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
@@ -29,6 +29,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     HANDOVER_OWN,
     HANDOVER_READ,
     NO_PROVIDER_TOOL,
+    NO_TAR,
     NO_VERIFIER_TOOL,
     UNKNOWN_USER,
     GradingSteps,
@@ -41,6 +42,7 @@ from nemo_gym.data.tasks.harbor.rewards import UNREADABLE, VERIFIER_TIMEOUT, rew
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     ExecTimeout,
+    PipeSandbox,
     Sandbox,
     SandboxError,
     User,
@@ -355,19 +357,15 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     key = secrets.token_bytes(32) if python else None
     env, held, blanked = _grading_env(plan, sandbox)
     tests = sandbox.tests_dir.rstrip("/")
-    parent, top = tests.rsplit("/", 1)
     by_admin = python or _is_admin(verifier, sandbox)
     handover = "" if _is_admin(verifier, sandbox) else (HANDOVER_READ if python else HANDOVER_OWN)
-    archives = isinstance(sandbox, ArchiveSandbox)
-    upload = "" if archives else f"{sandbox.tmp_dir}/nemo-gym-stage-{run_id}.tar"
-    out_dir = f"{tests}/.gym-out-{run_id}"
     steps = GradingSteps(
         steps=("prepare", "run", "finish") if by_admin else ("prepare",),
         kind="python" if python else "shell",
         tests_dir=tests,
         logs_dir=sandbox.logs_dir,
         stage=f".gym-stage-{run_id}",
-        out_dir=out_dir,
+        out_dir=f"{tests}/.gym-out-{run_id}",
         timeout_sec=plan.timeout_sec,
         kill_after_sec=KILL_AFTER_SEC,
         tail_bytes=STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES,
@@ -379,69 +377,158 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         kill_strays=bool(sandbox_option(sandbox, "private_pids", False)),
         blanked=blanked,
         keep_tests=plan.keep_tests,
-        archive=upload,
-        out_tar="" if archives else f"{out_dir}.tar",
     )
     private = {"deferred": b"\0".join(f"{name}={value}".encode() for name, value in held.items())}
     if key is not None:
         private["key"] = key.hex().encode("ascii")
-    data = run_archive(plan.files, top=top, stage=steps.stage, private=private)
-    run_limit = plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
-    with tempfile.TemporaryDirectory(prefix="nemo-gym-verification-") as scratch:
-        try:
-            if archives:
-                await sandbox.put_archive(parent or "/", data)  # type: ignore[attr-defined]
-            else:
-                local = Path(scratch) / "stage.tar"
-                local.write_bytes(data)
-                os.chmod(local, 0o600)
-                await sandbox.upload_file(str(local), upload)
-        except Exception as error:  # any fault of the sandbox or its provider
-            return masked("sandbox_error", f"staging /tests failed: {_describe(error)}")
-        timed_out_on_host = False
-        try:
-            ran = await sandbox.exec(
+    grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private)
+    try:
+        results = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
+        if results is None:  # no pipes, or no tar in the image for them
+            results = await grading.staged()
+        collected = read_collected(results)
+    except _Stopped as stopped:
+        return stopped.outcome
+    except Exception as error:  # damaged, lost or oversized results: never scored
+        return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
+    return _outcome(plan, collected, key)
+
+
+class _Stopped(Exception):
+    """Grading ended without results: ``outcome`` says how (a mask, or the host's timeout)."""
+
+    def __init__(self, outcome: VerificationOutcome) -> None:
+        super().__init__(outcome.detail)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class _Grading:
+    """The exec or two of one run, with the staged files and results carried one of three ways:
+    on the exec's stdin and stdout (``piped``), else through archive calls or an uploaded and a
+    downloaded tar (``staged``). Each returns the results' tar, or raises ``_Stopped``."""
+
+    plan: VerificationPlan
+    sandbox: Sandbox
+    steps: GradingSteps
+    env: Dict[str, str]
+    verifier: Optional[User]
+    by_admin: bool
+    private: Dict[str, bytes]
+
+    @property
+    def run_limit(self) -> float:
+        return self.plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
+
+    def archive(self, *, piped: bool) -> bytes:
+        top = self.steps.tests_dir.rsplit("/", 1)[1]
+        files = () if piped and self.plan.keep_tests else self.plan.files
+        out = self.steps.out_dir.rsplit("/", 1)[1] if piped else None
+        return run_archive(files, top=top, stage=self.steps.stage, private=self.private, out=out)
+
+    async def piped(self) -> Optional[bytes]:
+        """One exec (two for a task's own test.sh run as another user) that gets the staged files
+        on stdin and prints the results to stdout; ``None`` when the image has no tar for them."""
+        sandbox: Any = self.sandbox
+        steps = replace(self.steps, piped=True)
+        first = await self._exec(
+            lambda: sandbox.exec_piped(
                 grading_command(steps),
+                self.archive(piped=True),
+                stdout_limit=MAX_RESULTS_BYTES,
                 cwd=sandbox.workdir,
-                env=env,
+                env=self.env,
                 user=sandbox.admin_user,
-                timeout_s=run_limit if by_admin else HOUSEKEEPING_TIMEOUT_SEC,
+                timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
                 clean_shell=True,
             )
-            if ran.return_code == 0 and not by_admin:
-                user_steps = replace(steps, steps=("run", "finish"), archive="")
-                ran = await sandbox.exec(
-                    grading_command(user_steps),
+        )
+        if first.return_code == NO_TAR:
+            return None
+        ran = first
+        if first.return_code == 0 and not self.by_admin:
+            ran = await self._exec(
+                lambda: sandbox.exec_piped(
+                    grading_command(replace(steps, steps=("run", "finish"))),
+                    b"",
+                    stdout_limit=MAX_RESULTS_BYTES,
                     cwd=sandbox.workdir,
-                    env=env,
-                    user=verifier,
-                    timeout_s=run_limit,
+                    env=self.env,
+                    user=self.verifier,
+                    timeout_s=self.run_limit,
                     clean_shell=True,
                 )
-        except ExecTimeout:
-            timed_out_on_host = True
-        except Exception as error:
-            return masked("sandbox_error", f"grading failed: {_describe(error)}")
-        if timed_out_on_host:
-            # The in-sandbox timeout always fires first; the sandbox hung past it, so nothing came back.
-            return VerificationOutcome(
-                reward=0.0, failure_kind=VERIFIER_TIMEOUT, detail="the sandbox did not return from grading in time"
             )
-        if ran.return_code != 0:
-            return _mask_for_exit(ran.return_code, ran.stdout + ran.stderr)
-        try:
+        # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.
+        _check_exit(ran.return_code, ran.stdout[-4096:].decode(errors="replace") + ran.stderr)
+        return bytes(ran.stdout)
+
+    async def staged(self) -> bytes:
+        """The staged files uploaded before the exec (or two), the results downloaded after it."""
+        sandbox: Any = self.sandbox
+        archives = isinstance(sandbox, ArchiveSandbox)
+        tests = self.steps.tests_dir
+        upload = "" if archives else f"{sandbox.tmp_dir}/nemo-gym-stage-{self.steps.stage[len('.gym-stage-') :]}.tar"
+        steps = replace(self.steps, archive=upload, out_tar="" if archives else f"{self.steps.out_dir}.tar")
+        data = self.archive(piped=False)
+        with tempfile.TemporaryDirectory(prefix="nemo-gym-verification-") as scratch:
+            try:
+                if archives:
+                    await sandbox.put_archive(tests.rsplit("/", 1)[0] or "/", data)
+                else:
+                    local = Path(scratch) / "stage.tar"
+                    local.write_bytes(data)
+                    os.chmod(local, 0o600)
+                    await sandbox.upload_file(str(local), upload)
+            except Exception as error:  # any fault of the sandbox or its provider
+                raise _Stopped(masked("sandbox_error", f"staging /tests failed: {_describe(error)}")) from error
+            ran = await self._exec(
+                lambda: sandbox.exec(
+                    grading_command(steps),
+                    cwd=sandbox.workdir,
+                    env=self.env,
+                    user=sandbox.admin_user,
+                    timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
+                    clean_shell=True,
+                )
+            )
+            if ran.return_code == 0 and not self.by_admin:
+                ran = await self._exec(
+                    lambda: sandbox.exec(
+                        grading_command(replace(steps, steps=("run", "finish"), archive="")),
+                        cwd=sandbox.workdir,
+                        env=self.env,
+                        user=self.verifier,
+                        timeout_s=self.run_limit,
+                        clean_shell=True,
+                    )
+                )
+            _check_exit(ran.return_code, ran.stdout + ran.stderr)
             if archives:
-                results = await sandbox.get_archive(out_dir, limit=MAX_RESULTS_BYTES)  # type: ignore[attr-defined]
-            else:
-                local_results = Path(scratch) / "results.tar"
-                await sandbox.download_file(steps.out_tar, str(local_results))
-                if local_results.stat().st_size > MAX_RESULTS_BYTES:
-                    raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
-                results = local_results.read_bytes()
-            collected = read_collected(results)
-        except Exception as error:  # damaged, lost or oversized results: never scored
-            return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
-    return _outcome(plan, collected, key)
+                return bytes(await sandbox.get_archive(steps.out_dir, limit=MAX_RESULTS_BYTES))
+            local_results = Path(scratch) / "results.tar"
+            await sandbox.download_file(steps.out_tar, str(local_results))
+            if local_results.stat().st_size > MAX_RESULTS_BYTES:
+                raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
+            return local_results.read_bytes()
+
+    async def _exec(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await call()
+        except ExecTimeout:
+            # The in-sandbox timeout always fires first; the sandbox hung past it, so nothing came back.
+            raise _Stopped(
+                VerificationOutcome(
+                    reward=0.0, failure_kind=VERIFIER_TIMEOUT, detail="the sandbox did not return from grading in time"
+                )
+            ) from None
+        except Exception as error:
+            raise _Stopped(masked("sandbox_error", f"grading failed: {_describe(error)}")) from error
+
+
+def _check_exit(return_code: int, output: str) -> None:
+    if return_code != 0:
+        raise _Stopped(_mask_for_exit(return_code, output))
 
 
 def _grading_env(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[Dict[str, str], Dict[str, str], Tuple[str, ...]]:

@@ -78,6 +78,38 @@ class Sandbox(Protocol):
     async def download_file(self, sandbox_path: str, local_path: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class PipedResult:
+    """What a piped command printed and how it ended: its standard output whole, as bytes."""
+
+    stdout: bytes
+    stderr: str
+    return_code: int
+
+
+@runtime_checkable
+class PipeSandbox(Protocol):
+    """A sandbox whose exec can take bytes on standard input and give standard output back as bytes:
+    grading then moves its files in and out inside its one exec. (On the Docker engine each archive
+    call costs about as much as an exec, since the engine starts a helper process for it.)"""
+
+    async def exec_piped(
+        self,
+        command: str,
+        stdin: bytes,
+        *,
+        stdout_limit: int,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout_s: Optional[float] = None,
+        user: Optional[User] = None,
+        clean_shell: bool = False,
+    ) -> PipedResult:
+        """``exec`` with ``stdin`` written to the command's standard input (then closed); its whole
+        standard output comes back, and more than ``stdout_limit`` bytes of it is a ``SandboxError``."""
+        ...
+
+
 @runtime_checkable
 class ArchiveSandbox(Protocol):
     """A sandbox that moves files in and out as tar archives without any tool inside it (the
@@ -103,6 +135,8 @@ __all__ = [
     "ExecResult",
     "ExecTimeout",
     "LinkEscape",
+    "PipeSandbox",
+    "PipedResult",
     "Sandbox",
     "SandboxError",
     "User",

@@ -12,17 +12,27 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import socket
 import tarfile
+import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
-from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
+from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    MAX_EXEC_OUTPUT_BYTES,
+    ExecResult,
+    ExecTimeout,
+    PipedResult,
+    SandboxError,
+    User,
+)
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
 try:
     import docker
     import docker.errors
+    import docker.utils.socket
 except ImportError:  # pragma: no cover - exercised only without the optional extra
     docker = None
 
@@ -61,6 +71,21 @@ _SECOND_NS = 1_000_000_000
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, lambda: function(*args, **kwargs))
+
+
+def _shell(command: str, clean_shell: bool) -> List[str]:
+    # A clean shell is found by its absolute path: the container's PATH may name the agent's folders.
+    return ["/bin/bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
+
+
+def _feed(connection: Any, data: bytes) -> None:
+    """Writes ``data`` to an exec's attached connection, then closes its write side (the command's
+    end of file). A command that exits without reading it all closes the connection: that is fine."""
+    try:
+        connection.sendall(data)
+        connection.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def _single_file_tar(data: bytes, name: str) -> bytes:
@@ -380,9 +405,46 @@ class DockerSandbox:
         user: Optional[User] = None,
         clean_shell: bool = False,
     ) -> ExecResult:
-        # A clean shell is found by its absolute path: the container's PATH may name the agent's folders.
-        argv = ["/bin/bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
-        return await self._exec_argv(argv, cwd=cwd, env=env, timeout_s=timeout_s, user=user)
+        return await self._exec_argv(_shell(command, clean_shell), cwd=cwd, env=env, timeout_s=timeout_s, user=user)
+
+    async def exec_piped(
+        self,
+        command: str,
+        stdin: bytes,
+        *,
+        stdout_limit: int,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout_s: Optional[float] = None,
+        user: Optional[User] = None,
+        clean_shell: bool = False,
+    ) -> PipedResult:
+        """``exec`` over the engine's attached connection: ``stdin`` goes in on it (then its write
+        side closes, the command's end of file) while the output comes back on it, one round trip."""
+        api = self._client.api
+        argv = _shell(command, clean_shell)
+
+        def run() -> PipedResult:
+            exec_id = self._exec_create(argv, cwd, env, user, stdin=True)
+            connection = api.exec_start(exec_id, socket=True)
+            raw = getattr(connection, "_sock", connection)  # the SDK wraps the socket for reading
+            feeder = threading.Thread(target=_feed, args=(raw, stdin), daemon=True)
+            feeder.start()
+            stdout, stderr = bytearray(), b""
+            try:
+                for stream, data in docker.utils.socket.frames_iter(connection, tty=False):
+                    if stream == docker.utils.socket.STDOUT:
+                        stdout += data
+                        if len(stdout) > stdout_limit:
+                            raise SandboxError(f"the command printed more than {stdout_limit} bytes")
+                    else:
+                        stderr = (stderr + data)[-MAX_EXEC_OUTPUT_BYTES:]
+            finally:
+                connection.close()
+                feeder.join(timeout=5)
+            return PipedResult(bytes(stdout), stderr.decode(errors="replace"), self._exit_code(exec_id))
+
+        return await self._in_time(run, timeout_s)
 
     async def _exec_argv(
         self,
@@ -393,32 +455,52 @@ class DockerSandbox:
         timeout_s: Optional[float],
         user: Optional[User],
     ) -> ExecResult:
-        container = self._require()
         api = self._client.api
 
         def run() -> ExecResult:
-            created = api.exec_create(
-                container.id,
-                argv,
-                stdout=True,
-                stderr=True,
-                workdir=cwd or self.workdir,
-                environment=dict(env or {}),
-                user="" if user is None else str(user),
-            )
+            exec_id = self._exec_create(argv, cwd, env, user)
             stdout, stderr = b"", b""
-            for out, err in api.exec_start(created["Id"], stream=True, demux=True):
+            for out, err in api.exec_start(exec_id, stream=True, demux=True):
                 stdout = (stdout + (out or b""))[-MAX_EXEC_OUTPUT_BYTES:]
                 stderr = (stderr + (err or b""))[-MAX_EXEC_OUTPUT_BYTES:]
-            code = api.exec_inspect(created["Id"]).get("ExitCode")
-            return ExecResult(
-                stdout.decode(errors="replace"), stderr.decode(errors="replace"), -1 if code is None else code
-            )
+            code = self._exit_code(exec_id)
+            return ExecResult(stdout.decode(errors="replace"), stderr.decode(errors="replace"), code)
 
+        return await self._in_time(run, timeout_s)
+
+    def _exec_create(
+        self,
+        argv: List[str],
+        cwd: Optional[str],
+        env: Optional[Mapping[str, str]],
+        user: Optional[User],
+        *,
+        stdin: bool = False,
+    ) -> str:
+        created = self._client.api.exec_create(
+            self._require().id,
+            argv,
+            stdout=True,
+            stderr=True,
+            stdin=stdin,
+            workdir=cwd or self.workdir,
+            environment=dict(env or {}),
+            user="" if user is None else str(user),
+        )
+        return str(created["Id"])
+
+    def _exit_code(self, exec_id: str) -> int:
+        code = self._client.api.exec_inspect(exec_id).get("ExitCode")
+        return -1 if code is None else int(code)
+
+    async def _in_time(self, run: Callable[[], T], timeout_s: Optional[float]) -> T:
+        self._require()
         try:
             return await asyncio.wait_for(_in_thread(run), timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
+        except SandboxError:
+            raise
         except Exception as error:
             raise SandboxError(f"exec in the container failed: {error}") from error
 

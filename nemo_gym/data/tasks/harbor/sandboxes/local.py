@@ -36,6 +36,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ExecResult,
     ExecTimeout,
     LinkEscape,
+    PipedResult,
     SandboxError,
     User,
 )
@@ -377,6 +378,35 @@ class LocalSandbox:
         user: Optional[User] = None,
         clean_shell: bool = False,
     ) -> ExecResult:
+        result = await self._exec(command, None, None, cwd, env, timeout_s, user, clean_shell)
+        return ExecResult(result.stdout.decode(errors="replace"), result.stderr, result.return_code)
+
+    async def exec_piped(
+        self,
+        command: str,
+        stdin: bytes,
+        *,
+        stdout_limit: int,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        timeout_s: Optional[float] = None,
+        user: Optional[User] = None,
+        clean_shell: bool = False,
+    ) -> PipedResult:
+        """``exec`` with ``stdin`` on the command's standard input and its whole standard output back."""
+        return await self._exec(command, stdin, stdout_limit, cwd, env, timeout_s, user, clean_shell)
+
+    async def _exec(
+        self,
+        command: str,
+        stdin: Optional[bytes],
+        stdout_limit: Optional[int],
+        cwd: Optional[str],
+        env: Optional[Mapping[str, str]],
+        timeout_s: Optional[float],
+        user: Optional[User],
+        clean_shell: bool,
+    ) -> PipedResult:
         if isinstance(user, str) and ":" in user:
             raise SandboxError(f"user {user!r}: a user with a group (name:group) works on the Docker sandbox only")
         if user is not None:
@@ -387,22 +417,30 @@ class LocalSandbox:
             environment["TMPDIR"] = self.tmp_dir
         argv = self._command(command, directory, user, clean_shell, environment)
         for _ in range(_SETUP_ATTEMPTS - 1):
-            result = await self._run(argv, directory, environment, timeout_s)
+            result = await self._run(argv, directory, environment, timeout_s, stdin, stdout_limit)
             if not (self.isolated and result.return_code == 1 and result.stderr.startswith("bwrap: ")):
                 return result
             # bubblewrap could not set the namespace up (a mount of the host changing under its
             # recursive read-only bind, as the Docker engine's do): nothing ran, so try again.
-        return await self._run(argv, directory, environment, timeout_s)
+        return await self._run(argv, directory, environment, timeout_s, stdin, stdout_limit)
 
     async def _run(
-        self, argv: List[str], directory: str, environment: Mapping[str, str], timeout_s: Optional[float]
-    ) -> ExecResult:
+        self,
+        argv: List[str],
+        directory: str,
+        environment: Mapping[str, str],
+        timeout_s: Optional[float],
+        stdin: Optional[bytes],
+        stdout_limit: Optional[int],
+    ) -> PipedResult:
+        """Runs ``argv``: its stdout (the tail, or the whole of it up to ``stdout_limit``), its
+        stderr's tail and its status."""
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=directory if not self.isolated else None,
                 env=dict(environment) if not self.isolated else {"PATH": os.environ.get("PATH", os.defpath)},
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -410,10 +448,12 @@ class LocalSandbox:
         except (OSError, ValueError) as error:
             raise SandboxError(f"cannot start a command in the local sandbox: {error}") from error
         assert process.stdout is not None and process.stderr is not None
-        reading = asyncio.gather(_tail(process.stdout), _tail(process.stderr), process.wait())
+        out = _tail(process.stdout) if stdout_limit is None else _whole(process.stdout, stdout_limit)
+        feeding = [] if stdin is None else [_feed(process.stdin, stdin)]
+        reading = asyncio.gather(out, _tail(process.stderr), process.wait(), *feeding)
         reading.add_done_callback(_retrieve)  # a cancelled run (Ctrl-C, SIGTERM) must not log a stray error
         try:
-            stdout, stderr, _ = await asyncio.wait_for(reading, timeout_s)
+            outputs = await asyncio.wait_for(reading, timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
         finally:
@@ -422,7 +462,9 @@ class LocalSandbox:
             if process.returncode is None:
                 await process.wait()
         assert process.returncode is not None
-        return ExecResult(stdout.decode(errors="replace"), stderr.decode(errors="replace"), process.returncode)
+        stdout, stderr = outputs[0], outputs[1]
+        assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
+        return PipedResult(stdout, stderr.decode(errors="replace"), process.returncode)
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
         target = self.host_path(sandbox_path)
@@ -490,6 +532,30 @@ class LocalSandbox:
 def _retrieve(future: asyncio.Future) -> None:  # type: ignore[type-arg]
     if not future.cancelled():
         future.exception()
+
+
+async def _whole(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """Everything ``stream`` gives until it closes; ``SandboxError`` past ``limit`` bytes."""
+    kept = bytearray()
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return bytes(kept)
+        kept += chunk
+        if len(kept) > limit:
+            raise SandboxError(f"the command printed more than {limit} bytes")
+
+
+async def _feed(stream: Optional[asyncio.StreamWriter], data: bytes) -> None:
+    """Writes ``data`` to a command's stdin and closes it; a command that exits without reading
+    it all is fine."""
+    assert stream is not None
+    try:
+        stream.write(data)
+        await stream.drain()
+        stream.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
 
 
 async def _tail(stream: asyncio.StreamReader, limit: int = MAX_EXEC_OUTPUT_BYTES) -> bytes:
