@@ -30,7 +30,7 @@ IFS= read -r stat < "/proc/$$/stat"
 set -- ${stat##*) }
 started=${20}
 
-needed=(rm mkdir chown chmod mv head tail sha256sum stat)
+needed=(rm mkdir chown chmod mv head tail sha256sum stat install)
 # Without tar the files cannot travel through this exec: the host sends them another way (94).
 [ "$PIPED" = 1 ] && ! command -v tar >/dev/null 2>&1 && fail 94 "the image has no tar"
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
@@ -42,24 +42,22 @@ done
 timeout_bin=$(command -v timeout)
 is_root=0
 [ "$EUID" = 0 ] && is_root=1
+# Makes folders (and their parents) or fixes existing ones: the admin's, with the mode given after
+# it, in one call. A link must be gone first: install follows it.
+make_folder=(install -d)
+[ "$is_root" = 1 ] && make_folder+=(-o 0 -g 0)
 
 prepare() {
   local parent=${LOGS%/*} entry name input keep doomed=() inputs
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
   # be swapped for a symlink between the checks below and their use.
   if [ -n "$parent" ]; then
-    umask 022
-    mkdir -p -- "$parent" || fail 92 "cannot create $parent"
-    umask 077
-    [ "$is_root" = 1 ] && chown 0:0 -- "$parent"
-    chmod go-w,a+rx -- "$parent"
+    "${make_folder[@]}" -m 0755 -- "$parent" || fail 92 "cannot create $parent"
   fi
   for entry in "$TESTS" "$LOGS"; do
     if [ -L "$entry" ] || { [ -e "$entry" ] && [ ! -d "$entry" ]; }; then rm -f -- "$entry"; fi
   done
-  mkdir -p -- "$TESTS" "$LOGS" || fail 92 "cannot create $TESTS and $LOGS"
-  [ "$is_root" = 1 ] && chown 0:0 -- "$TESTS" "$LOGS"
-  chmod 0700 -- "$TESTS" "$LOGS" || fail 92 "cannot make $TESTS and $LOGS private"
+  "${make_folder[@]}" -m 0700 -- "$TESTS" "$LOGS" || fail 92 "cannot make $TESTS and $LOGS private"
   if [ "$KEEP_TESTS" != 1 ]; then  # a separate verifier's image may ship /tests/test.sh: it stays
     for entry in "$TESTS"/*; do
       [ "${entry##*/}" = "$STAGE" ] || doomed+=("$entry")
@@ -90,7 +88,6 @@ prepare() {
   else
     stage_in
   fi
-  chmod 0755 -- "$TESTS/test.sh" || fail 92 "$TESTS/test.sh is missing"
   handover
 }
 
@@ -114,6 +111,7 @@ stage_in() {
   else
     mv -- "$stage"/* "$TESTS"/ && rm -rf -- "$stage" || fail 92 "cannot move the staged files into $TESTS"
   fi
+  chmod 0755 -- "$TESTS/test.sh" || fail 92 "$TESTS/test.sh is missing"
 }
 
 handover() {
@@ -248,7 +246,7 @@ finish() {
   LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
   [ "$KILL_STRAYS" = 1 ] && kill_strays
   if [ "$is_root" = 1 ]; then
-    chown 0:0 -- "$LOGS" && chmod 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
+    "${make_folder[@]}" -m 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
   fi
   for name in reward.json reward.txt; do
     path=$LOGS/$name
@@ -266,8 +264,11 @@ finish() {
   if [ -f "$OUT/report" ]; then
     IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"
   fi
-  rm -f -- "$OUT/key" "$OUT/deferred" "$OUT/report"
-  [ -n "$report" ] && printf '%s' "$report" > "$OUT/report"
+  # The runner removes the key and the held-back variables as it starts; one that never ran leaves them.
+  local leftovers=()
+  for name in key deferred; do [ -e "$OUT/$name" ] && leftovers+=("$OUT/$name"); done
+  [ "${#leftovers[@]}" = 0 ] || rm -f -- "${leftovers[@]}"
+  [ -f "$OUT/report" ] && printf '%s' "$report" > "$OUT/report"  # as read: at most MAX_REPORT_CHARS
   copy_outputs
   printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
   cd -- "$OUT" || fail 92 "cannot enter $OUT"

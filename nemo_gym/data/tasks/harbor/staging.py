@@ -176,13 +176,15 @@ def _folders(files: Iterable[ShimFile]) -> List[str]:
 def _tar_blocks(
     files: Iterable[ShimFile], skip_folders: Iterable[str] = (), folder_modes: Optional[Mapping[str, int]] = None
 ) -> bytes:
-    """The tar blocks of ``files`` and their folders (no end-of-archive blocks), folders first, sorted."""
+    """The tar blocks of ``files``, their folders and those ``folder_modes`` names (empty ones too), with
+    no end-of-archive blocks: each folder before what it holds, sorted."""
     files = list(files)
     for file in files:
         _check_name(file.name)
     skipped = set(skip_folders)
     modes = folder_modes or {}
-    members: List[Tuple[str, Optional[ShimFile]]] = [(name, None) for name in _folders(files) if name not in skipped]
+    folders = sorted(set(_folders(files)) | set(modes))
+    members: List[Tuple[str, Optional[ShimFile]]] = [(name, None) for name in folders if name not in skipped]
     members.extend((file.name, file) for file in files)
     members.sort(key=lambda member: member[0])
     blocks: List[bytes] = []

@@ -378,7 +378,9 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         blanked=blanked,
         keep_tests=plan.keep_tests,
     )
-    private = {"deferred": b"\0".join(f"{name}={value}".encode() for name, value in held.items())}
+    private: Dict[str, bytes] = {}
+    if held:
+        private["deferred"] = b"\0".join(f"{name}={value}".encode() for name, value in held.items())
     if key is not None:
         private["key"] = key.hex().encode("ascii")
     grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private)
