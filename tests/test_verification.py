@@ -393,3 +393,18 @@ def test_a_namespace_that_bubblewrap_could_not_set_up_is_tried_again(tmp_path, m
             return await sandbox.exec("echo ran")
 
     assert asyncio.run(run()) == ExecResult("ran\n", "", 0) and failures == []
+
+
+@pytest.mark.parametrize("wrapper", [RecordingSandbox, RecordingArchiveSandbox, RecordingPipeSandbox])
+def test_a_tasks_own_test_sh_runs_executable_however_the_files_travel(tmp_path, wrapper):
+    task = make_task(
+        tmp_path / "task", {"tests/test.sh": "[ -x /tests/test.sh ] && echo 1 > /logs/verifier/reward.txt\n"}
+    )
+    (tmp_path / "task" / "tests" / "test.sh").chmod(0o644)
+    plan = plan_verification(load_task(task))
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(tmp_path) as local:
+            return await run_verification(plan, wrapper(local))  # type: ignore[arg-type]
+
+    assert asyncio.run(run()).reward == 1.0

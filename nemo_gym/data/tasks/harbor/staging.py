@@ -264,7 +264,11 @@ def run_archive(
     padded to whole 10 KiB records, so that no ``tar`` waits for more of a pipe.
     """
     if out is not None:
-        members = [ShimFile(f"{top}/{file.name}", file.data, file.mode) for file in files]
+        # test.sh lands executable, as grading makes it where it unpacks the files itself.
+        members = [
+            ShimFile(f"{top}/{file.name}", file.data, _EXECUTABLE if file.name == "test.sh" else file.mode)
+            for file in files
+        ]
         members += [ShimFile(f"{top}/{out}/{name}", data, 0o400) for name, data in (private or {}).items()]
         blocks = _tar_blocks(members, folder_modes={top: 0o700, f"{top}/{out}": 0o700}) + _END_OF_ARCHIVE
         return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
