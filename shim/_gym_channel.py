@@ -35,6 +35,9 @@ DEFERRED_ENV, RUN_AS = "NEMO_GYM_DEFERRED_ENV", "NEMO_GYM_RUN_AS"
 # The report line the host parses (nemo_gym/data/tasks/harbor/reports.py; keep in sync).
 REPORT_PREFIX = "nemo-gym-report/2"
 INPUTS = ("verifier.py", "task_data.json", "response.json")
+# The runner's modules it may load once code of the task has run (keep in sync with _gym_runner.py).
+LATE_MODULES = ("_gym_runner_rare.py",)
+_MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
@@ -76,8 +79,6 @@ class Channel:
 
     def send(self, kind: str, text: str) -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``."""
-        if kind != "reward":
-            text = " ".join(text.split())[:_MAX_DETAIL]
         body = f"{kind} {text}".encode("utf-8", "surrogateescape")
         line = f"{REPORT_PREFIX} {self.mac(body)} ".encode("ascii") + body + b"\n"
         try:
@@ -99,43 +100,125 @@ def _read_and_remove(path: str, limit: int) -> bytes:
     return data
 
 
-def take_over(here: str) -> Tuple[Channel, Dict[str, bytes]]:
+class Reporter:
+    """The runner's end of the channel: the report goes, once, to a key holder (``hold_key``), a
+    process of its own that alone ever holds the run's key and the report's descriptor.
+
+    So nothing the runner imports or runs once it has reported can forge a report, even as root:
+    that code could read this process's memory, never the key holder's (sealed, and no sandbox
+    gives its root ``CAP_SYS_PTRACE``). What the runner needs between the first code of the task
+    and the report is in memory before that code runs (see ``take_over``)."""
+
+    def __init__(self, pipe: int, holder: int) -> None:
+        self.pipe, self.holder = pipe, holder
+
+    def send(self, kind: str, text: str) -> None:
+        """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``; the
+        first call reports, and returns once the key holder has written the line."""
+        if self.pipe < 0:
+            return
+        pipe, self.pipe = self.pipe, -1
+        if kind != "reward":
+            text = " ".join(text.split())[:_MAX_DETAIL]
+        message = f"{kind} {text}".encode("utf-8", "surrogateescape")
+        try:
+            while message:
+                message = message[os.write(pipe, message) :]
+        except OSError as error:
+            print(f"verifier error: the report to the server failed ({error})")
+        finally:
+            os.close(pipe)
+            os.waitpid(self.holder, 0)
+
+
+def hold_key(descriptor: int, key_file: str) -> Reporter:
+    """Forks the key holder: it reads and removes the run's key, tells the runner it has it, waits
+    for the one report, writes it with its HMAC to ``descriptor`` and exits. The runner closes
+    ``descriptor`` and never reads the key. ``VerifierError`` when the key cannot be read."""
+    ready_read, ready_write = os.pipe()
+    report_read, report_write = os.pipe()
+    holder = os.fork()
+    if holder == 0:  # the key holder: nothing of the task ever runs here
+        status = 0
+        try:
+            os.close(ready_read)
+            os.close(report_write)
+            try:
+                key = bytes.fromhex(_read_and_remove(key_file, 256).decode("ascii").strip())
+                channel = Channel(descriptor, key)
+            except (OSError, ValueError) as error:
+                os.write(ready_write, f"!{error}".encode("utf-8", "replace")[:1000])
+                raise
+            os.write(ready_write, b"ready")
+            os.close(ready_write)
+            chunks = []
+            size = 0
+            while size <= _MAX_MESSAGE:
+                chunk = os.read(report_read, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            message = b"".join(chunks)
+            if message and size <= _MAX_MESSAGE:  # nothing, when the runner died before reporting
+                kind, _, text = message.decode("utf-8", "surrogateescape").partition(" ")
+                channel.send(kind, text)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(ready_write)
+    os.close(report_read)
+    os.close(descriptor)
+    said = os.read(ready_read, 1024)
+    os.close(ready_read)
+    if said != b"ready":
+        os.close(report_write)
+        os.waitpid(holder, 0)
+        problem = said[1:].decode("utf-8", "replace") or "the key holder did not start"
+        raise VerifierError(f"the server's report channel is unusable ({problem})")
+    return Reporter(report_write, holder)
+
+
+def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
     """The server's channel and the runner's inputs, with this process as safe as it can be made
     before any code of the task runs (see the module's docstring). ``VerifierError`` when the
-    server's setup is unusable."""
+    server's setup is unusable.
+
+    The inputs include the source of the runner's own modules that it may need once code of the
+    task has run (``LATE_MODULES``): read now, compiled from these bytes when needed, never from
+    the files, which code a root verify runs could rewrite meanwhile."""
     try:
         descriptor = int(os.environ.pop(REPORT_FD))
-        os.set_inheritable(descriptor, False)
-        key = bytes.fromhex(_read_and_remove(os.environ.pop(KEY_FILE), 256).decode("ascii").strip())
+        key_file = os.environ.pop(KEY_FILE)
         deferred_file = os.environ.pop(DEFERRED_ENV, "")
         deferred = _read_and_remove(deferred_file, 1 << 20) if deferred_file else b""
         inputs: Dict[str, bytes] = {}
-        for name in INPUTS:
+        for name in INPUTS + LATE_MODULES:
             try:
                 with open(os.path.join(here, name), "rb") as handle:
                     inputs[name] = handle.read()
             except FileNotFoundError:
-                pass
+                if name in LATE_MODULES:
+                    raise
     except (KeyError, OSError, ValueError) as error:
         raise VerifierError(f"the server's report channel is unusable ({error})") from None
+    seal()  # first, so that the key holder is born sealed
+    reporter = hold_key(descriptor, key_file)
     user = os.environ.pop(RUN_AS, "")
     if user:
         become(user)
-    seal()
+        seal()  # switching users made the process dumpable again
     for entry in deferred.split(b"\0"):
         variable, _, value = entry.partition(b"=")
         if variable:
             os.environb[variable] = value  # for what verify starts; this process has already started
-    channel = Channel(descriptor, key)
-    if os.geteuid() == 0:
-        # Code that a root verify runs can write any file, /tests and the standard library included:
-        # whatever the runner needs once verify has returned is imported now, before it runs.
-        import json  # noqa: F401
-        import linecache  # noqa: F401
-        import traceback  # noqa: F401
+    # What the late modules import from the standard library, which code a root verify runs could
+    # rewrite: imported now (C modules and small ones; JSON's encoder is _json's).
+    import _json  # noqa: F401
+    import numbers  # noqa: F401
 
-        import _gym_runner_rare  # noqa: F401
-    return channel, inputs
+    return reporter, inputs
 
 
 def become(user: str) -> None:

@@ -34,6 +34,7 @@ _PLAIN_FUNCTION = type(lambda: None)
 # the admin can read those files then); empty under stock Harbor, where the files are read as needed.
 PRELOADED: Dict[str, bytes] = {}
 _MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
+_RARE = "_gym_runner_rare"
 
 
 class VerifierError(Exception):
@@ -53,9 +54,7 @@ def declared_parameters(function: Any) -> List[Parameter]:
       ``__call__``, a bound method, a builtin): ``inspect.signature``, which unwraps.
     """
     if type(function) is not _PLAIN_FUNCTION or hasattr(function, "__wrapped__") or hasattr(function, "__signature__"):
-        from _gym_runner_rare import signature_parameters
-
-        return signature_parameters(function)
+        return rare().signature_parameters(function)  # type: ignore[no-any-return]
     code = function.__code__
     count, keyword_count = code.co_argcount, code.co_kwonlyargcount
     names, defaults = code.co_varnames, function.__defaults__ or ()
@@ -124,6 +123,23 @@ def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tupl
     return positional, keywords
 
 
+def rare() -> Any:
+    """``_gym_runner_rare``, loaded on first use: compiled from the source ``take_over`` read before
+    any code of the task ran, when it did (code a root verify runs could have rewritten the file
+    since), else imported."""
+    module = sys.modules.get(_RARE)
+    if module is None:
+        source = PRELOADED.get(f"{_RARE}.py")
+        if source is None:
+            import _gym_runner_rare as module
+        else:
+            module = type(sys)(_RARE)
+            module.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{_RARE}.py")
+            sys.modules[_RARE] = module
+            exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
 def _exists(here: str, name: str) -> bool:
     return name in PRELOADED if PRELOADED else os.path.exists(os.path.join(here, name))
 
@@ -170,9 +186,7 @@ def load_verify(here: str) -> Callable[..., Any]:
     except BaseException as error:  # SystemExit and SyntaxError too: the module is the author's
         if isinstance(error, KeyboardInterrupt):
             raise
-        from _gym_runner_rare import describe
-
-        raise VerifierError(f"importing verifier.py failed: {describe(error)}", error) from None
+        raise VerifierError(f"importing verifier.py failed: {rare().describe(error)}", error) from None
     verify = module.__dict__.get("verify")
     if verify is None:
         raise VerifierError("verifier.py defines no `verify`")
@@ -195,15 +209,11 @@ def call_verify(verify: Callable[..., Any], here: str) -> Any:
             **{parameter: values[name] for parameter, name in keywords.items()},
         )
         if hasattr(type(result), "__await__"):
-            from _gym_runner_rare import wait
-
-            result = wait(result)
+            result = rare().wait(result)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        from _gym_runner_rare import describe
-
-        raise VerifierError(f"verify raised {describe(error)}", error) from None
+        raise VerifierError(f"verify raised {rare().describe(error)}", error) from None
     return result
 
 
@@ -232,9 +242,8 @@ def reward_json(result: Any) -> str:
             items.append(f'"{key}": {number}')
         else:
             return "{" + ", ".join(items) + "}"
-    from _gym_runner_rare import json_text, rewards_from_result
-
-    return json_text(rewards_from_result(result))
+    module = rare()
+    return module.json_text(module.rewards_from_result(result))  # type: ignore[no-any-return]
 
 
 def write_reward(logs_dir: str, text: str) -> None:
@@ -318,11 +327,9 @@ def main(here: str) -> int:
         text = reward_json(call_verify(load_verify(here), here))
         write_reward(logs_dir, text)
     except VerifierError as error:
-        from _gym_runner_rare import print_error
-
-        print_error(error)
-        if channel is not None:
+        if channel is not None:  # first: printing the traceback imports modules
             channel.send("error", str(error))
+        rare().print_error(error)
         return 1
     except OSError as error:
         print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{_MISSING_REWARD}")

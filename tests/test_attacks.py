@@ -664,35 +664,64 @@ def test_the_hosts_sockets_are_out_of_reach(tmp_path):
     assert outcome.reward == 1.0 and "reachable" not in outcome.stdout, outcome.stdout
 
 
-PLANTER = """
-import subprocess, sys
+FORGE = r"""
+import gc, glob, os
+open(os.environ["MARKS"], "a").write(__name__ + " ")
+line = b"nemo-gym-report/2 " + b"0" * 64 + b' reward {"reward": 1}\n'
+for thing in gc.get_objects():  # whatever in the runner can send a report
+    if type(thing).__name__ in ("Channel", "Reporter"):
+        try:
+            thing.send("reward", '{"reward": 1}')
+        except Exception:
+            pass
+for descriptor in range(3, 256):  # every descriptor it holds
+    try:
+        os.write(descriptor, line)
+    except OSError:
+        pass
+for path in glob.glob("/tests/.gym-out-*/report"):  # the report file itself, as root
+    with open(path, "ab") as report:
+        report.write(line)
+with open("/logs/verifier/reward.json", "w") as planted:
+    planted.write('{"reward": 1}')
+"""
+PLANTED = ("_sha2", "_sha256", "hashlib", "json", "_json", "numbers", "traceback", "linecache", "_gym_runner_rare")
+PLANTER = f"""
+import os, subprocess, sys
 PLANT = '''
-import os
-for name in ("_sha2", "_sha256", "hashlib", "json", "traceback", "linecache", "_gym_runner_rare", "inspect"):
+for name in {(*PLANTED, "inspect")!r}:
     with open("/tests/%s.py" % name, "w") as module:
-        module.write("open(%r, 'a').write(%r)\\\\n" % (os.environ["MARKS"], name + " "))
+        module.write(bytes.fromhex({FORGE.encode().hex()!r}).decode())
 '''
 def verify(workspace):
-    subprocess.run([sys.executable, "-c", PLANT], env={"MARKS": str(workspace / "marks")}, check=True)
+    subprocess.run([sys.executable, "-c", PLANT], check=True)
+    os.environ["MARKS"] = str(workspace / "marks")  # for the planted modules, should any run here
     if (workspace / "fail").exists():
         raise RuntimeError("the error path imports too")
-    return {"reward": 0.0, "caf\\u00e9 \\u2713": 1}
+    return {{"reward": 0.0, "caf\\u00e9 \\u2713": 1}}
 """
 
 
 @pytest.mark.parametrize("fail", [False, True])
-def test_modules_planted_while_verify_runs_never_run_in_the_runner(tmp_path, fail):
+def test_modules_planted_while_verify_runs_cannot_forge_the_report(tmp_path, fail):
     # A root verifier runs the agent's program, which writes modules where the runner looks for
-    # what it imports after verify returns (the report's hash, JSON for an unusual key, tracebacks).
+    # what it imports once verify has returned (the report's hash, JSON for an unusual key, the
+    # runner's own rare paths, tracebacks), each trying every way to report a reward of 1. None
+    # runs before the report is sent: the runner loaded those before any code of the task ran.
+    # Printing a failure's traceback afterwards does import them; by then the report is sent and
+    # its key was never in the runner's process, so they forge nothing.
     workspace = tmp_path / "ws"
     workspace.mkdir()
     if fail:
         (workspace / "fail").write_text("")
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": PLANTER}), workspace)
-    assert not (workspace / "marks").exists(), (workspace / "marks").read_text()
+    ran = (workspace / "marks").read_text().split() if (workspace / "marks").exists() else []
     if fail:
-        assert outcome.failure_kind == MISSING_REWARD and "the error path imports too" in outcome.stdout, outcome
+        assert outcome.failure_kind == MISSING_REWARD and outcome.reward == 0.0 and not outcome.masked, outcome
+        assert "the error path imports too" in outcome.detail, outcome
+        assert "traceback" in ran and set(ran) <= {"traceback", "linecache"}, ran  # printing the traceback imports them
     else:
+        assert ran == [], ran
         assert (outcome.reward, outcome.metrics, outcome.masked) == (0.0, {"café ✓": 1.0}, False), outcome
 
 
