@@ -129,12 +129,24 @@ def take_over(here: str) -> Tuple[Channel, Dict[str, bytes]]:
     channel = Channel(descriptor, key)
     if os.geteuid() == 0:
         # Code that a root verify runs can write any file, /tests and the standard library included:
-        # whatever the runner needs once verify has returned is imported now, before it runs.
+        # whatever the runner needs once verify has returned is imported now, before it runs. So is
+        # what it needs once verifier.py has run, to await an async verify: _contextvars is a file
+        # (in lib-dynload; _thread is built in), about 0.2 ms; _gym_await's source is read (a few
+        # hundredths of a millisecond) and compiled only when it is needed
+        # (_gym_runner_rare._load_await), where importing it would cost every root run 1-3 ms.
+        import _contextvars  # noqa: F401
         import json  # noqa: F401
         import linecache  # noqa: F401
         import traceback  # noqa: F401
 
-        import _gym_runner_rare  # noqa: F401
+        import _gym_runner_rare
+
+        name = _gym_runner_rare.AWAIT_FILE
+        try:
+            with open(os.path.join(here, name), "rb") as handle:
+                inputs[name] = handle.read()
+        except OSError as error:
+            raise VerifierError(f"cannot read the runner's {name} ({error})") from None
     return channel, inputs
 
 

@@ -31,7 +31,8 @@ POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWOR
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
 _PLAIN_FUNCTION = type(lambda: None)
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
-# the admin can read those files then); empty under stock Harbor, where the files are read as needed.
+# the admin can read those files then), and, when it runs as root, the source of _gym_await.py as it
+# was before any code of the task ran; empty under stock Harbor, where the files are read as needed.
 PRELOADED: Dict[str, bytes] = {}
 _MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 
