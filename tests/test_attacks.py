@@ -668,27 +668,40 @@ PLANTER = """
 import subprocess, sys
 PLANT = '''
 import os
-for name in ("_sha2", "_sha256", "hashlib", "json", "traceback", "linecache", "_gym_runner_rare", "inspect"):
+for name in ("_sha2", "_sha256", "hashlib", "json", "traceback", "linecache", "_gym_runner_rare", "_gym_await", "_contextvars", "inspect"):
     with open("/tests/%s.py" % name, "w") as module:
         module.write("open(%r, 'a').write(%r)\\\\n" % (os.environ["MARKS"], name + " "))
 '''
-def verify(workspace):
+def plant(workspace):
     subprocess.run([sys.executable, "-c", PLANT], env={"MARKS": str(workspace / "marks")}, check=True)
+def result(workspace):
     if (workspace / "fail").exists():
         raise RuntimeError("the error path imports too")
     return {"reward": 0.0, "caf\\u00e9 \\u2713": 1}
 """
+PLANTING_VERIFY = {
+    "sync": "def verify(workspace):\n    plant(workspace)\n    return result(workspace)\n",
+    # Without asyncio imported, the runner awaits the coroutine with _gym_await, which it loads only
+    # then: after the agent's program ran (so asyncio must not be imported yet).
+    "async": (
+        "async def grade(workspace):\n    assert 'asyncio' not in sys.modules\n    return result(workspace)\n"
+        "def verify(workspace):\n    plant(workspace)\n    return grade(workspace)\n"
+    ),
+}
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
 @pytest.mark.parametrize("fail", [False, True])
-def test_modules_planted_while_verify_runs_never_run_in_the_runner(tmp_path, fail):
+def test_modules_planted_while_verify_runs_never_run_in_the_runner(tmp_path, fail, kind):
     # A root verifier runs the agent's program, which writes modules where the runner looks for
-    # what it imports after verify returns (the report's hash, JSON for an unusual key, tracebacks).
+    # what it imports after verify returns (the report's hash, JSON for an unusual key, tracebacks),
+    # or after verifier.py ran, to await a coroutine verify returned (_gym_await and _contextvars).
     workspace = tmp_path / "ws"
     workspace.mkdir()
     if fail:
         (workspace / "fail").write_text("")
-    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": PLANTER}), workspace)
+    source = PLANTER + PLANTING_VERIFY[kind]
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), workspace)
     assert not (workspace / "marks").exists(), (workspace / "marks").read_text()
     if fail:
         assert outcome.failure_kind == MISSING_REWARD and "the error path imports too" in outcome.stdout, outcome
