@@ -36,7 +36,7 @@ DEFERRED_ENV, RUN_AS = "NEMO_GYM_DEFERRED_ENV", "NEMO_GYM_RUN_AS"
 REPORT_PREFIX = "nemo-gym-report/2"
 INPUTS = ("verifier.py", "task_data.json", "response.json")
 # The runner's modules it may load once code of the task has run (keep in sync with _gym_runner.py).
-LATE_MODULES = ("_gym_runner_rare.py",)
+LATE_MODULES = ("_gym_runner_rare.py", "_gym_await.py")
 _MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
@@ -214,7 +214,9 @@ def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
         if variable:
             os.environb[variable] = value  # for what verify starts; this process has already started
     # What the late modules import from the standard library, which code a root verify runs could
-    # rewrite: imported now (C modules and small ones; JSON's encoder is _json's).
+    # rewrite: imported now (C modules and a small one; JSON's encoder is _json's, and the async
+    # hand driver's contexts are _contextvars', a file in lib-dynload).
+    import _contextvars  # noqa: F401
     import _json  # noqa: F401
     import numbers  # noqa: F401
 

@@ -31,7 +31,8 @@ POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWOR
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
 _PLAIN_FUNCTION = type(lambda: None)
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
-# the admin can read those files then); empty under stock Harbor, where the files are read as needed.
+# the admin can read those files then), and, when it runs as root, the source of _gym_await.py as it
+# was before any code of the task ran; empty under stock Harbor, where the files are read as needed.
 PRELOADED: Dict[str, bytes] = {}
 _MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
@@ -123,21 +124,25 @@ def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tupl
     return positional, keywords
 
 
-def rare() -> Any:
-    """``_gym_runner_rare``, loaded on first use: compiled from the source ``take_over`` read before
-    any code of the task ran, when it did (code a root verify runs could have rewritten the file
-    since), else imported."""
-    module = sys.modules.get(_RARE)
+def late_module(name: str) -> Any:
+    """The runner's module ``name`` (``_gym_runner_rare``, ``_gym_await``), loaded on first use:
+    compiled from the source ``_gym_channel.take_over`` read before any code of the task ran, when
+    it did (code a root verify runs, or a program it started, could have rewritten the file since),
+    else imported from beside this file."""
+    module = sys.modules.get(name)
     if module is None:
-        source = PRELOADED.get(f"{_RARE}.py")
+        source = PRELOADED.get(f"{name}.py")
         if source is None:
-            import _gym_runner_rare as module
-        else:
-            module = type(sys)(_RARE)
-            module.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{_RARE}.py")
-            sys.modules[_RARE] = module
-            exec(compile(source, module.__file__, "exec"), module.__dict__)
+            return __import__(name)
+        module = type(sys)(name)
+        module.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        sys.modules[name] = module
+        exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
     return module
+
+
+def rare() -> Any:
+    return late_module(_RARE)
 
 
 def _exists(here: str, name: str) -> bool:
@@ -182,7 +187,7 @@ def load_verify(here: str) -> Callable[..., Any]:
     module.__file__ = path
     sys.modules["verifier"] = module  # dataclasses, pickle and friends look their module up here
     try:
-        exec(compile(source, path, "exec"), module.__dict__)
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     except BaseException as error:  # SystemExit and SyntaxError too: the module is the author's
         if isinstance(error, KeyboardInterrupt):
             raise

@@ -1,5 +1,6 @@
 """What the runner needs only off its common path: ``inspect`` for callables that are not plain
-functions, ``asyncio`` for awaitables, full result checks with precise messages, ``json`` for
+functions, awaiting an awaitable (with ``asyncio`` only once it needs an event loop; the driver
+that waits without it is ``_gym_await``), full result checks with precise messages, ``json`` for
 unusual keys, and ``traceback`` for errors. Kept apart because the shim is compiled afresh in every
 sandbox: code the common path never runs must not cost it compile time. Standard library only.
 """
@@ -40,10 +41,26 @@ async def _wait_for(awaitable: Any) -> Any:
 
 
 def wait(awaitable: Any) -> Any:
-    """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned)."""
-    import asyncio
+    """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned),
+    exactly as ``asyncio.run`` gives it, but without importing asyncio (most of an async verify's
+    start-up) while the coroutine does not need an event loop.
 
-    return asyncio.run(_wait_for(awaitable))
+    When asyncio is imported already (the verifier imported it: the common case), ``asyncio.run``
+    runs the coroutine. Otherwise ``_gym_await`` runs it by hand, and a coroutine that never
+    suspends is done without asyncio; one that imports asyncio meanwhile finishes on a loop of its
+    own, as under ``asyncio.run`` (see ``_gym_await._Drive``). The coroutine is never started twice.
+    """
+    coroutine = _wait_for(awaitable)
+    # The hand drive relies on asyncio internals (_set_running_loop, _enter_task, _leave_task, the
+    # loop's _thread_id and async generator hooks) as they are on 3.8-3.13: a newer Python takes
+    # asyncio.run until it is checked too.
+    if "asyncio" in sys.modules or sys.version_info >= (3, 14):
+        import asyncio
+
+        return asyncio.run(coroutine)
+    from _gym_runner import late_module
+
+    return late_module("_gym_await").run(coroutine)
 
 
 def describe(error: BaseException) -> str:
@@ -121,7 +138,10 @@ def print_error(error: VerifierError) -> None:
             path = os.path.join(shim, "verifier.py")
             linecache.cache[path] = (len(source), None, source, path)
 
-        runner_files = {os.path.join(shim, name) for name in ("gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py")}
+        runner_files = {
+            os.path.join(shim, name)
+            for name in ("gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py", "_gym_await.py")
+        }
         asyncio = sys.modules.get("asyncio")
         asyncio_dir = os.path.dirname(asyncio.__file__ or "") if asyncio is not None else None
         report = traceback.TracebackException(type(cause), cause, cause.__traceback__)

@@ -685,28 +685,43 @@ for path in glob.glob("/tests/.gym-out-*/report"):  # the report file itself, as
 with open("/logs/verifier/reward.json", "w") as planted:
     planted.write('{"reward": 1}')
 """
-PLANTED = ("_sha2", "_sha256", "hashlib", "json", "_json", "numbers", "traceback", "linecache", "_gym_runner_rare")
+PLANTED = (
+    "_sha2", "_sha256", "hashlib", "json", "_json", "numbers", "traceback", "linecache", "_gym_runner_rare",
+    "_gym_await", "_contextvars", "inspect",
+)  # fmt: skip
 PLANTER = f"""
 import os, subprocess, sys
 PLANT = '''
-for name in {(*PLANTED, "inspect")!r}:
+for name in {PLANTED!r}:
     with open("/tests/%s.py" % name, "w") as module:
         module.write(bytes.fromhex({FORGE.encode().hex()!r}).decode())
 '''
-def verify(workspace):
+def plant(workspace):
     subprocess.run([sys.executable, "-c", PLANT], check=True)
     os.environ["MARKS"] = str(workspace / "marks")  # for the planted modules, should any run here
+def result(workspace):
     if (workspace / "fail").exists():
         raise RuntimeError("the error path imports too")
     return {{"reward": 0.0, "caf\\u00e9 \\u2713": 1}}
 """
+PLANTING_VERIFY = {
+    "sync": "def verify(workspace):\n    plant(workspace)\n    return result(workspace)\n",
+    # Without asyncio imported, the runner awaits the coroutine with _gym_await, which it loads only
+    # then: after the agent's program ran (so asyncio must not be imported yet).
+    "async": (
+        "async def grade(workspace):\n    assert 'asyncio' not in sys.modules\n    return result(workspace)\n"
+        "def verify(workspace):\n    plant(workspace)\n    return grade(workspace)\n"
+    ),
+}
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
 @pytest.mark.parametrize("fail", [False, True])
-def test_modules_planted_while_verify_runs_cannot_forge_the_report(tmp_path, fail):
+def test_modules_planted_while_verify_runs_cannot_forge_the_report(tmp_path, fail, kind):
     # A root verifier runs the agent's program, which writes modules where the runner looks for
     # what it imports once verify has returned (the report's hash, JSON for an unusual key, the
-    # runner's own rare paths, tracebacks), each trying every way to report a reward of 1. None
+    # runner's own rare paths, tracebacks) or once verifier.py has run, to await a coroutine verify
+    # returned (_gym_await and _contextvars), each trying every way to report a reward of 1. None
     # runs before the report is sent: the runner loaded those before any code of the task ran.
     # Printing a failure's traceback afterwards does import them; by then the report is sent and
     # its key was never in the runner's process, so they forge nothing.
@@ -714,7 +729,7 @@ def test_modules_planted_while_verify_runs_cannot_forge_the_report(tmp_path, fai
     workspace.mkdir()
     if fail:
         (workspace / "fail").write_text("")
-    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": PLANTER}), workspace)
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": PLANTER + PLANTING_VERIFY[kind]}), workspace)
     ran = (workspace / "marks").read_text().split() if (workspace / "marks").exists() else []
     if fail:
         assert outcome.failure_kind == MISSING_REWARD and outcome.reward == 0.0 and not outcome.masked, outcome

@@ -228,7 +228,15 @@ def published_files(out: Path, task_id: str) -> List[str]:
     )
 
 
-SHIM_NAMES = ["_gym_channel.py", "_gym_runner.py", "_gym_runner_rare.py", "gym_runner.py", "task_data.json", "test.sh"]
+SHIM_NAMES = [
+    "_gym_await.py",
+    "_gym_channel.py",
+    "_gym_runner.py",
+    "_gym_runner_rare.py",
+    "gym_runner.py",
+    "task_data.json",
+    "test.sh",
+]
 
 
 def test_a_task_without_its_own_environment_gets_a_dockerfile(tmp_path):

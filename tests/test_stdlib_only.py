@@ -12,17 +12,17 @@ CHECK = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
-import nemo_gym.verifiers, nemo_gym.verifiers.files, _gym_runner, _gym_runner_rare
+import nemo_gym.verifiers, nemo_gym.verifiers.files, _gym_runner, _gym_runner_rare, _gym_await, _gym_channel
 for name in nemo_gym.verifiers.__all__:
     getattr(nemo_gym.verifiers, name)
 outside = sorted(
     name for name in set(sys.modules) - before
-    if name.split(".")[0] not in ("nemo_gym", "_gym_runner", "_gym_runner_rare")
+    if name.split(".")[0] not in ("nemo_gym", "_gym_runner", "_gym_runner_rare", "_gym_await", "_gym_channel")
     and getattr(sys, "stdlib_module_names", None) is not None
     and name.split(".")[0] not in sys.stdlib_module_names
 )
 assert not outside, outside
-for module in ("nemo_gym.verifiers", "_gym_runner", "_gym_runner_rare"):
+for module in ("nemo_gym.verifiers", "_gym_runner", "_gym_runner_rare", "_gym_await", "_gym_channel"):
     assert sys.modules[module].__file__.startswith(sys.argv[1]), sys.modules[module].__file__
 heavy = sorted({"asyncio", "inspect", "typing", "traceback", "pathlib", "json"} & set(sys.modules))
 print("heavy:", heavy)

@@ -15,7 +15,7 @@ _PACKAGE_SHIM = Path(__file__).resolve().parent / "_shim"
 _CHECKOUT_SHIM = Path(__file__).resolve().parents[4] / "shim"
 
 # The shim's files, by their name in /tests.
-SHIM_FILES = ("test.sh", "gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py", "_gym_channel.py")
+SHIM_FILES = ("test.sh", "gym_runner.py", "_gym_runner.py", "_gym_runner_rare.py", "_gym_await.py", "_gym_channel.py")
 
 
 def shim_dir() -> Path:

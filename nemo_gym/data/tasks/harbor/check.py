@@ -265,7 +265,11 @@ def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> L
             continue
         for module, line in modules:
             top = module.split(".")[0]
-            if module in seen or top in siblings or top in ("verifier", "_gym_runner", "_gym_runner_rare"):
+            if (
+                module in seen
+                or top in siblings
+                or top in ("verifier", "_gym_runner", "_gym_runner_rare", "_gym_await")
+            ):
                 continue
             seen.add(module)
             if top == "nemo_gym":

@@ -119,7 +119,9 @@ def _load(name: str, path: Path) -> ModuleType:
 
 def _runner_modules() -> Tuple[ModuleType, ModuleType]:
     """``_gym_runner`` and ``_gym_runner_rare`` from the shim's own files, loaded once. They import
-    each other by name, so they are in ``sys.modules`` only while they run."""
+    each other by name, so they are in ``sys.modules`` only while they run. The shim's
+    ``_gym_await`` (an async verify awaited without asyncio) is never needed here: this module
+    imports asyncio, so ``wait`` always takes ``asyncio.run``, with the same outcome."""
     global _loaded
     if _loaded is None:
         folder = shim_dir()
