@@ -361,6 +361,13 @@ def test_task_data_is_not_read_when_not_declared(run_shim, tmp_path: Path):
     assert run.again().reward == {"reward": 1}
 
 
+def test_verifier_py_keeps_its_own_future_flags(run_shim):
+    # verifier.py runs as Python would run it: the runner's `from __future__ import annotations`
+    # must not turn its annotations into strings.
+    run = run_shim("def verify() -> float:\n    return 1.0 if verify.__annotations__['return'] is float else 0.0\n")
+    assert run.reward == {"reward": 1.0}, run.output
+
+
 def test_task_data_defaults_to_empty_dict_without_file(run_shim):
     run = run_shim("def verify(task_data):\n    return 1.0 if task_data == {} else 0.0\n", drop_task_data=True)
     assert run.reward == {"reward": 1.0}
