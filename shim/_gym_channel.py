@@ -223,6 +223,31 @@ def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
     return reporter, inputs
 
 
+def serve(here: str) -> Optional[Reporter]:
+    """``take_over``, then a check of this interpreter's site-packages (``unsafe_site``): the
+    reporter, or ``None`` once the runner may not grade (it printed why, and reported a refusal
+    when it could)."""
+    from _gym_runner import MISSING_REWARD, PRELOADED
+
+    try:
+        reporter, inputs = take_over(here)
+    except VerifierError as error:
+        print(f"verifier error: {error}\n{MISSING_REWARD}")
+        return None
+    PRELOADED.update(inputs)
+    problems = unsafe_site()
+    if problems:
+        message = (
+            f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there "
+            "would run inside the runner, so it does not grade here; give the verifier an interpreter only "
+            "root and its own user can write"
+        )
+        print(f"verifier error: {message}\n{MISSING_REWARD}")
+        reporter.send("refused", message)
+        return None
+    return reporter
+
+
 def become(user: str) -> None:
     """Switches to ``user`` (``name``, ``uid``, ``name:group`` or ``uid:gid``) as Docker's exec would:
     the passwd entry's uid, group and supplementary groups; a uid without an entry gets group 0.

@@ -22,19 +22,15 @@ TYPE_CHECKING = False  # typing is not imported at run time: it costs more than 
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-    Parameter = Tuple[str, int, bool, Any]
-
 KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
 
-# Parameter kinds, numbered as inspect.Parameter numbers them.
-POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = range(5)
-_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
+_CO_VARIADIC = 0x04 | 0x08  # code object flags of *args and **kwargs (stable since Python 2)
 _PLAIN_FUNCTION = type(lambda: None)
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
 # the admin can read those files then), and, when it runs as root, the source of _gym_await.py as it
 # was before any code of the task ran; empty under stock Harbor, where the files are read as needed.
 PRELOADED: Dict[str, bytes] = {}
-_MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
+MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
 
 
@@ -46,82 +42,22 @@ class VerifierError(Exception):
         self.error = error
 
 
-def declared_parameters(function: Any) -> List[Parameter]:
-    """The parameters ``function`` declares, as ``(name, kind, has_default, default)``.
-
-    - a plain function (no ``__wrapped__``, no ``__signature__``): read from ``__code__``, which
-      costs no import;
-    - anything else (``functools.partial``, a ``functools.wraps`` decorator, an object with
-      ``__call__``, a bound method, a builtin): ``inspect.signature``, which unwraps.
-    """
-    if type(function) is not _PLAIN_FUNCTION or hasattr(function, "__wrapped__") or hasattr(function, "__signature__"):
-        return rare().signature_parameters(function)  # type: ignore[no-any-return]
-    code = function.__code__
-    count, keyword_count = code.co_argcount, code.co_kwonlyargcount
-    names, defaults = code.co_varnames, function.__defaults__ or ()
-    keyword_defaults = function.__kwdefaults__ or {}
-    first_default = count - len(defaults)
-    parameters: List[Parameter] = []
-    for index in range(count):
-        kind = POSITIONAL_ONLY if index < code.co_posonlyargcount else POSITIONAL_OR_KEYWORD
-        default = defaults[index - first_default] if index >= first_default else None
-        parameters.append((names[index], kind, index >= first_default, default))
-    for name in names[count : count + keyword_count]:
-        parameters.append((name, KEYWORD_ONLY, name in keyword_defaults, keyword_defaults.get(name)))
-    index = count + keyword_count
-    if code.co_flags & _CO_VARARGS:
-        parameters.append((names[index], VAR_POSITIONAL, False, None))
-        index += 1
-    if code.co_flags & _CO_VARKEYWORDS:
-        parameters.append((names[index], VAR_KEYWORD, False, None))
-    return parameters
-
-
-def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
-    """Which supplied arguments go where: ``(positional, keywords)``.
-
-    ``positional`` holds supplied names, or a one-item tuple holding the default of a skipped
-    positional-only parameter; ``keywords`` maps parameter names to supplied names. A declared known
-    argument that is not supplied keeps its default or is an error; so is an unknown parameter
-    without a default. ``**kwargs`` gets every supplied argument not declared by name.
-    """
-    positional: List[Any] = []
-    skipped: List[Any] = []
-    keywords: Dict[str, str] = {}
-    declared = set()
-    takes_keywords = False
-    for name, kind, has_default, default in parameters:
-        if kind == VAR_POSITIONAL:
-            continue
-        if kind == VAR_KEYWORD:
-            takes_keywords = True
-            continue
-        declared.add(name)
-        if name in available:
-            if kind == POSITIONAL_ONLY:
-                positional.extend(skipped)
-                skipped = []
-                positional.append(name)
-            else:
-                keywords[name] = name
-        elif has_default:
-            if kind == POSITIONAL_ONLY:
-                skipped.append((default,))
-        elif name == "response":
-            raise VerifierError(
-                "verify requires `response`, but no response was given (response.json is absent: "
-                "only NeMo Gym's harbor server passes one); give it a default to grade without one"
-            )
-        elif name in KNOWN_ARGUMENTS:
-            raise VerifierError(f"verify requires `{name}`, which this run does not supply")
-        else:
-            raise VerifierError(
-                f"verify declares `{name}`, which the runner cannot supply: it can declare "
-                "workspace, task_data, response and state (or give it a default)"
-            )
-    if takes_keywords:
-        keywords.update((name, name) for name in available if name not in declared)
-    return positional, keywords
+def plan_arguments(verify: Any, available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+    """Which supplied arguments ``verify`` gets, as ``(positional, keywords)`` (see
+    ``_gym_runner_rare.plan_call``). Here only the common case, read from ``__code__``: a plain
+    function whose parameters are all plain names the run supplies (no defaults, ``*``, ``**``,
+    ``/`` or decorator); ``_gym_runner_rare`` reads any other signature, and says what is wrong."""
+    code = getattr(verify, "__code__", None)
+    if (
+        type(verify) is _PLAIN_FUNCTION
+        and code is not None
+        and not (verify.__defaults__ or hasattr(verify, "__wrapped__") or hasattr(verify, "__signature__"))
+        and not (code.co_flags & _CO_VARIADIC or code.co_kwonlyargcount or code.co_posonlyargcount)
+    ):
+        names = code.co_varnames[: code.co_argcount]
+        if all(name in available for name in names):
+            return [], {name: name for name in names}
+    return rare().plan_arguments(verify, available)  # type: ignore[no-any-return]
 
 
 def late_module(name: str) -> Any:
@@ -205,7 +141,7 @@ def call_verify(verify: Callable[..., Any], here: str) -> Any:
     available = [name for name in KNOWN_ARGUMENTS if name != "response"]
     if _exists(here, "response.json"):
         available.insert(2, "response")
-    positional, keywords = plan_call(declared_parameters(verify), available)
+    positional, keywords = plan_arguments(verify, available)
     names = set(keywords.values()).union(item for item in positional if isinstance(item, str))
     values = {name: _argument(name, here) for name in names}
     try:
@@ -307,23 +243,10 @@ def main(here: str) -> int:
         os.environ["PATH"] = path
     channel = None
     if "NEMO_GYM_REPORT_FD" in os.environ:  # NeMo Gym's server: see _gym_channel
-        from _gym_channel import take_over, unsafe_site
+        from _gym_channel import serve
 
-        try:
-            channel, inputs = take_over(here)
-        except VerifierError as error:
-            print(f"verifier error: {error}\n{_MISSING_REWARD}")
-            return 1
-        PRELOADED.update(inputs)
-        problems = unsafe_site()
-        if problems:
-            message = (
-                f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there "
-                "would run inside the runner, so it does not grade here; give the verifier an interpreter only "
-                "root and its own user can write"
-            )
-            print(f"verifier error: {message}\n{_MISSING_REWARD}")
-            channel.send("refused", message)
+        channel = serve(here)
+        if channel is None:  # it said why
             return 1
     _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
@@ -337,7 +260,7 @@ def main(here: str) -> int:
         rare().print_error(error)
         return 1
     except OSError as error:
-        print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{_MISSING_REWARD}")
+        print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{MISSING_REWARD}")
         if channel is not None:
             channel.send("error", f"cannot write reward.json: {error}")
         return 1

@@ -12,13 +12,100 @@ import numbers
 import os
 import sys
 
-from _gym_runner import VerifierError
+from _gym_runner import _PLAIN_FUNCTION, KNOWN_ARGUMENTS, VerifierError
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any, Dict, List, Sequence, Tuple
 
-    from _gym_runner import Parameter
+    Parameter = Tuple[str, int, bool, Any]
+
+# Parameter kinds, numbered as inspect.Parameter numbers them.
+POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = range(5)
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
+
+
+def plan_arguments(verify: Any, available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+    """``plan_call`` for any callable (``_gym_runner.plan_arguments`` takes the common case itself)."""
+    return plan_call(declared_parameters(verify), available)
+
+
+def declared_parameters(function: Any) -> List[Parameter]:
+    """The parameters ``function`` declares, as ``(name, kind, has_default, default)``.
+
+    - a plain function (no ``__wrapped__``, no ``__signature__``): read from ``__code__``, which
+      costs no import;
+    - anything else (``functools.partial``, a ``functools.wraps`` decorator, an object with
+      ``__call__``, a bound method, a builtin): ``inspect.signature``, which unwraps.
+    """
+    if type(function) is not _PLAIN_FUNCTION or hasattr(function, "__wrapped__") or hasattr(function, "__signature__"):
+        return signature_parameters(function)
+    code = function.__code__
+    count, keyword_count = code.co_argcount, code.co_kwonlyargcount
+    names, defaults = code.co_varnames, function.__defaults__ or ()
+    keyword_defaults = function.__kwdefaults__ or {}
+    first_default = count - len(defaults)
+    parameters: List[Parameter] = []
+    for index in range(count):
+        kind = POSITIONAL_ONLY if index < code.co_posonlyargcount else POSITIONAL_OR_KEYWORD
+        default = defaults[index - first_default] if index >= first_default else None
+        parameters.append((names[index], kind, index >= first_default, default))
+    for name in names[count : count + keyword_count]:
+        parameters.append((name, KEYWORD_ONLY, name in keyword_defaults, keyword_defaults.get(name)))
+    index = count + keyword_count
+    if code.co_flags & _CO_VARARGS:
+        parameters.append((names[index], VAR_POSITIONAL, False, None))
+        index += 1
+    if code.co_flags & _CO_VARKEYWORDS:
+        parameters.append((names[index], VAR_KEYWORD, False, None))
+    return parameters
+
+
+def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+    """Which supplied arguments go where: ``(positional, keywords)``.
+
+    ``positional`` holds supplied names, or a one-item tuple holding the default of a skipped
+    positional-only parameter; ``keywords`` maps parameter names to supplied names. A declared known
+    argument that is not supplied keeps its default or is an error; so is an unknown parameter
+    without a default. ``**kwargs`` gets every supplied argument not declared by name.
+    """
+    positional: List[Any] = []
+    skipped: List[Any] = []
+    keywords: Dict[str, str] = {}
+    declared = set()
+    takes_keywords = False
+    for name, kind, has_default, default in parameters:
+        if kind == VAR_POSITIONAL:
+            continue
+        if kind == VAR_KEYWORD:
+            takes_keywords = True
+            continue
+        declared.add(name)
+        if name in available:
+            if kind == POSITIONAL_ONLY:
+                positional.extend(skipped)
+                skipped = []
+                positional.append(name)
+            else:
+                keywords[name] = name
+        elif has_default:
+            if kind == POSITIONAL_ONLY:
+                skipped.append((default,))
+        elif name == "response":
+            raise VerifierError(
+                "verify requires `response`, but no response was given (response.json is absent: "
+                "only NeMo Gym's harbor server passes one); give it a default to grade without one"
+            )
+        elif name in KNOWN_ARGUMENTS:
+            raise VerifierError(f"verify requires `{name}`, which this run does not supply")
+        else:
+            raise VerifierError(
+                f"verify declares `{name}`, which the runner cannot supply: it can declare "
+                "workspace, task_data, response and state (or give it a default)"
+            )
+    if takes_keywords:
+        keywords.update((name, name) for name in available if name not in declared)
+    return positional, keywords
 
 
 def signature_parameters(function: Any) -> List[Parameter]:
