@@ -1,4 +1,6 @@
-"""One verification end to end, on LocalSandbox and on Docker, against two references:
+"""One verification end to end, on LocalSandbox and on Docker, of two tasks (a trivial ``verify()``,
+which shows grading's own cost, and ``examples/answer-file``, whose verify also imports pathlib,
+json and the SDK), against two references:
 
 - the floor: a bare interpreter start in the same sandbox (``python3 -c pass``, one exec); the
   target (issue 14) is at most 1.5x of it;
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,12 +39,21 @@ from nemo_gym.data.tasks.harbor.verification import (  # noqa: E402
 )
 
 TASK = ROOT / "examples" / "answer-file"
+TRIVIAL = "def verify():\n    return 1.0\n"
 
 
-async def naive(sandbox: Any, plan: VerificationPlan, scratch: Path) -> None:
+def trivial_task(folder: Path) -> Path:
+    """A copy of the example task whose verifier is a trivial ``verify()``."""
+    task = folder / "trivial"
+    shutil.copytree(TASK, task)
+    (task / "tests" / "verifier.py").write_text(TRIVIAL)
+    return task
+
+
+async def naive(sandbox: Any, plan: VerificationPlan, task_dir: Path, scratch: Path) -> None:
     """Per-file uploads of the same shim files, then chmod, run, and per-file downloads."""
-    task = load_task(TASK)
-    files = shim_files((TASK / "tests" / "verifier.py").read_bytes(), task.task_data)
+    task = load_task(task_dir)
+    files = shim_files((task_dir / "tests" / "verifier.py").read_bytes(), task.task_data)
     folders = sorted({str(Path(file.name).parent) for file in files} - {"."})
     await sandbox.exec(
         f"mkdir -p {sandbox.logs_dir} " + " ".join(f"{sandbox.tests_dir}/{f}" for f in folders),
@@ -59,11 +72,11 @@ async def naive(sandbox: Any, plan: VerificationPlan, scratch: Path) -> None:
     await sandbox.exec(run, env=env)
     for name in ("reward.json", "test-stdout.txt"):
         await sandbox.download_file(f"{sandbox.logs_dir}/{name}", str(scratch / name))
-    assert (scratch / "reward.json").read_text().strip() == '{"reward": 1}'
+    assert json.loads((scratch / "reward.json").read_text()) == {"reward": 1}
 
 
-async def measure(sandbox: Any, rounds: int) -> Dict[str, float]:
-    plan = plan_verification(load_task(TASK))
+async def measure(sandbox: Any, task_dir: Path, rounds: int) -> Dict[str, float]:
+    plan = plan_verification(load_task(task_dir))
     with tempfile.TemporaryDirectory() as scratch:
 
         async def floor() -> None:
@@ -74,7 +87,7 @@ async def measure(sandbox: Any, rounds: int) -> Dict[str, float]:
             assert outcome.reward == 1.0, outcome
 
         async def per_file() -> None:
-            await naive(sandbox, plan, Path(scratch))
+            await naive(sandbox, plan, task_dir, Path(scratch))
 
         commands: Dict[str, Callable[[], Awaitable[None]]] = {"floor": floor, "gym": gym, "naive": per_file}
         for command in commands.values():  # warm up
@@ -98,12 +111,19 @@ def row(name: str, r: Dict[str, float]) -> str:
 
 
 async def main_async(rounds: int, docker: bool) -> None:
-    print(f"One verification of examples/answer-file, median of {rounds} alternated rounds\n")
+    print(f"One verification, median of {rounds} alternated rounds (target: gym / floor <= 1.5x)\n")
     gym = "gym: one exec, the files on its stdin and stdout"
-    print(f"| sandbox | floor: `python3 -c pass` | {gym} | gym / floor | naive per-file | gym / naive |")
+    print(f"| sandbox, task | floor: `python3 -c pass` | {gym} | gym / floor | naive per-file | gym / naive |")
     print("|---|---:|---:|---:|---:|---:|")
-    async with LocalSandbox(TASK / "workspace") as local:
-        print(row("LocalSandbox", await measure(local, rounds)), flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        tasks = {"`verify()`": trivial_task(Path(scratch)), "`examples/answer-file`": TASK}
+        await _rows(tasks, rounds, docker)
+
+
+async def _rows(tasks: Dict[str, Path], rounds: int, docker: bool) -> None:
+    for name, task_dir in tasks.items():
+        async with LocalSandbox(TASK / "workspace") as local:
+            print(row(f"LocalSandbox, {name}", await measure(local, task_dir, rounds)), flush=True)
     if docker:
         from images import LABEL, engine, python_image
 
@@ -114,9 +134,10 @@ async def main_async(rounds: int, docker: bool) -> None:
             print("| Docker | (no engine reachable) | | | | |")
             return
         image, volumes = python_image(client, "3.12")
-        sandbox = DockerSandbox(image, workspace=TASK / "workspace", volumes=volumes, labels=LABEL, client=client)
-        async with sandbox:
-            print(row("Docker (python 3.12)", await measure(sandbox, rounds)))
+        for name, task_dir in tasks.items():
+            sandbox = DockerSandbox(image, workspace=TASK / "workspace", volumes=volumes, labels=LABEL, client=client)
+            async with sandbox:
+                print(row(f"Docker (python 3.12), {name}", await measure(sandbox, task_dir, rounds)), flush=True)
 
 
 def main() -> int:
