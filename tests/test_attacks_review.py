@@ -1,0 +1,448 @@
+"""A red-team review of the key holder, the piped exec and the async hand driver, on the local sandbox.
+
+Each test is an attack the agent (or the program a verify runs for it) would try. A test that
+passes is a regression test: it asserts the honest score, and that no mask the agent caused. A test
+that fails is a hole, described in its comment.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from support import pyenv_python
+from test_attacks import needs_root, task, verify
+
+from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, VERIFIER_TIMEOUT
+
+NOBODY = '[verifier]\nuser = "nobody"\n'
+
+# Code that, once it runs inside the runner, sends a report of 1 through whatever the runner holds.
+FORGE = r"""
+import gc, os
+open(os.environ["MARKS"], "a").write(__name__ + " ")
+for thing in gc.get_objects():
+    if type(thing).__name__ in ("Channel", "Reporter"):
+        try:
+            thing.send("reward", '{"reward": 1}')
+        except Exception:
+            pass
+"""
+
+
+def python_path(version: str) -> str:
+    return f"{pyenv_python(version).parent}:/usr/local/bin:/usr/bin:/bin"
+
+
+# --- the runner's late imports: what loads after verify ran, before the report ---------------------
+
+LATE_PLANTER = f"""
+import json, os
+PLANT = '''
+for name in ("math", "numbers", "_json", "_contextvars", "_thread"):
+    with open("/tests/" + name + ".py", "w") as module:
+        module.write(bytes.fromhex({FORGE.encode().hex()!r}).decode())
+with open("result.json", "w") as result:
+    result.write(open("wanted").read())
+'''
+def verify():
+    # The agent's program, run as root through os.system (subprocess, pathlib and tempfile would
+    # import math first): it writes modules where the runner looks first (/tests is sys.path[0]),
+    # and its result.
+    with open("program.py", "w") as program:
+        program.write(PLANT)
+    os.system("python3 program.py")
+    os.environ["MARKS"] = os.path.abspath("marks")
+    return json.loads(open("result.json").read())  # garbage raises: the error path loads the rare module too
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+@pytest.mark.parametrize("version", ["3.8", "3.10", "3.11", "3.12", "3.13"])
+def test_the_rare_modules_imports_are_loaded_before_verify_runs(tmp_path, version, fail):
+    # HOLE (3.8-3.10, 3.12, 3.13): _gym_runner_rare imports `math`, which take_over does not
+    # preload; only 3.11's site happens to load it. /tests is sys.path[0], so a /tests/math.py that
+    # the agent's program (run by a root verify) wrote runs in the runner before its report, finds the
+    # Reporter and sends a reward of 1, which the key holder signs. Any result that is not a plain
+    # float/int with simple keys (a numpy float, a non-ASCII metric name) or any exception in verify
+    # takes that path. Fix: import math in take_over (with _json, numbers, _contextvars), and test
+    # that loading the late modules imports nothing new on every supported Python.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "wanted").write_text("not JSON" if fail else '{"reward": 0.0, "caf\\u00e9": 1}')
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": LATE_PLANTER})
+    outcome = verify(task_dir, workspace, sandbox_env={"PATH": python_path(version)})
+    ran = (workspace / "marks").read_text().split() if (workspace / "marks").exists() else []
+    assert ran == [], (ran, outcome)
+    assert outcome.reward == 0.0 and not outcome.masked, outcome
+
+
+# --- the key holder, from the verifier's user -------------------------------------------------------
+
+HOLDER_PROBE = r"""
+import ctypes, json, os, signal, subprocess, sys
+CODE = r'''
+import ctypes, json, os, signal, sys
+runner = os.getppid()
+seen = {"runner": runner, "holder": None, "opened": [], "denied": [], "signalled": [], "traced": []}
+children = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        stat = open("/proc/%s/stat" % pid).read()
+    except OSError:
+        continue
+    if int(stat.rsplit(")", 1)[1].split()[1]) == runner and int(pid) != os.getpid():
+        children.append(int(pid))
+seen["holder"] = children
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in children + [runner]:
+    for what in ("mem", "environ"):
+        try:
+            open("/proc/%d/%s" % (pid, what), "rb").read(1)
+            seen["opened"].append("%s:%d" % (what, pid))
+        except OSError:
+            seen["denied"].append("%s:%d" % (what, pid))
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        seen["denied"].append("fd:%d" % pid)
+        fds = [str(fd) for fd in range(3, 12)]
+    for fd in fds:
+        try:
+            with open("/proc/%d/fd/%s" % (pid, fd), "wb") as handle:
+                handle.write(b'reward {"reward": 1}')
+            seen["opened"].append("fd%s:%d" % (fd, pid))
+        except OSError:
+            pass
+    if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
+        seen["traced"].append(pid)
+    for sig in (signal.SIGSTOP, signal.SIGKILL) if pid != runner else ():
+        try:
+            os.kill(pid, sig)
+            seen["signalled"].append(pid)
+        except OSError:
+            pass
+print("probe: " + json.dumps(seen))
+'''
+def verify():
+    subprocess.run([sys.executable, "-c", CODE], check=True)
+    return 0.0
+"""
+
+
+def test_the_verifiers_user_cannot_reach_the_key_holder(tmp_path):
+    # The program verify runs, as the verifier's user, looks for the key holder (the runner's child,
+    # forked as root before the switch) and tries its memory, its descriptors, ptrace and signals,
+    # and writes a reward of 1 into every descriptor of it and of the runner it can open.
+    needs_root()
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": HOLDER_PROBE, "task.toml": NOBODY})
+    outcome = verify(task_dir, tmp_path)
+    seen = json.loads(outcome.stdout.split("probe: ", 1)[1].splitlines()[0])
+    assert len(seen["holder"]) == 1, seen  # the key holder was found
+    assert (seen["opened"], seen["signalled"], seen["traced"]) == ([], [], []), seen
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+
+
+ROOT_STOPS_HOLDER = r"""
+import os, signal, subprocess, sys
+CODE = r'''
+import os, signal, sys
+runner = os.getppid()
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        stat = open("/proc/%s/stat" % pid).read()
+    except OSError:
+        continue
+    if int(stat.rsplit(")", 1)[1].split()[1]) == runner and int(pid) != os.getpid():
+        os.kill(int(pid), getattr(signal, sys.argv[1]))
+'''
+def verify(workspace):
+    subprocess.run([sys.executable, "-c", CODE, (workspace / "signal").read_text()], check=True)
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+def test_a_root_program_that_stops_or_kills_the_holder_scores_nothing(tmp_path, signal_name):
+    # Root's program can signal the key holder: then no report comes (killed), or grading waits
+    # for the holder until test.sh's timeout (stopped). Either way nothing scores and nothing masks;
+    # grading still ends.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "signal").write_text(signal_name)
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": ROOT_STOPS_HOLDER})
+    started = time.monotonic()
+    outcome = verify(task_dir, workspace, timeout_sec=4)
+    assert time.monotonic() - started < 60
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    expected = VERIFIER_TIMEOUT if signal_name == "SIGSTOP" else MISSING_REWARD
+    assert outcome.failure_kind == expected, outcome
+
+
+RUNNER_KILLER = r"""
+import os, subprocess, sys
+def verify():
+    # The agent's program, as the verifier's user (the runner's own uid): it stops or kills the runner.
+    subprocess.run([sys.executable, "-c", "import os, signal, sys; os.kill(os.getppid(), getattr(signal, sys.argv[1]))", SIGNAL])
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+def test_the_runner_killed_or_stopped_by_its_own_user_scores_nothing_and_ends(tmp_path, signal_name):
+    needs_root()
+    source = f"SIGNAL = {signal_name!r}\n" + RUNNER_KILLER
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": source, "task.toml": NOBODY})
+    started = time.monotonic()
+    outcome = verify(task_dir, tmp_path, timeout_sec=4)
+    assert time.monotonic() - started < 60
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    expected = VERIFIER_TIMEOUT if signal_name == "SIGSTOP" else MISSING_REWARD
+    assert outcome.failure_kind == expected, outcome
+
+
+# --- what verify itself does to the runner's process -----------------------------------------------
+
+
+def test_a_verify_that_leaves_a_forked_worker_is_still_scored(tmp_path):
+    # Not a reward hack, a false 0 (a regression of the key holder): the pipe to the holder is
+    # inherited by every fork of the runner's process (multiprocessing's default on Linux before
+    # 3.14), and the holder waits for the pipe's end of file, the runner for the holder. A verify
+    # whose Pool it never closed (its workers end at the interpreter's exit) now deadlocks until
+    # test.sh's timeout and scores 0 as a timeout; before the holder it scored its result. Fix:
+    # keep the pipe from forks (os.register_at_fork(after_in_child=...) closing it), or frame the
+    # message (a length first) so that the holder stops reading at its end, not at end of file.
+    source = """
+        import multiprocessing
+        POOL = None  # made once, reused, ended with the interpreter
+        def square(x):
+            return x * x
+        def verify():
+            global POOL
+            POOL = POOL or multiprocessing.Pool(2)
+            return float(sum(POOL.map(square, [1, 2, 3])) == 14)
+    """
+    started = time.monotonic()
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path, timeout_sec=8)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (1.0, None, False), (
+        outcome,
+        time.monotonic() - started,
+    )
+
+
+def test_a_forked_child_that_returns_from_verify_cannot_add_a_score(tmp_path):
+    # verify forks and its child returns 1 from verify too (a child that should have exec'd the
+    # agent's program and failed to): two runners send into one holder, which signs what it read.
+    source = """
+        import os
+        def verify():
+            if os.fork() == 0:
+                return 1.0
+            os.wait()
+            return 0.0
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert outcome.reward == 0.0 and not outcome.masked, outcome
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_verify_that_closes_every_descriptor_scores_nothing_and_ends(tmp_path, reopen):
+    # The pipe to the holder is among them; with `reopen`, a file verify opens takes its number, so the
+    # runner's message goes there. No report: no score, no mask, no hang.
+    source = f"""
+        import os
+        def verify(workspace):
+            os.closerange(0, 256)
+            if {reopen!r}:
+                handles = [open(workspace / f"f{{i}}", "w") for i in range(12)]
+            return 1.0
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path, timeout_sec=20)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, MISSING_REWARD, False), outcome
+
+
+def test_a_verify_that_exits_after_planting_reward_json_scores_nothing(tmp_path):
+    source = """
+        import os
+        def verify():
+            with open("/logs/verifier/reward.json", "w") as planted:
+                planted.write('{"reward": 1}')
+            os._exit(0)
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, MISSING_REWARD, False), outcome
+
+
+@pytest.mark.parametrize("size", [(1 << 20) - 200, (1 << 20) + 2000, (1 << 20) + 6000, 3 << 20])
+def test_a_huge_reward_text_neither_hangs_nor_scores_more(tmp_path, size):
+    # verify's result names metrics after the agent's test names: its reward.json text is huge.
+    # Whatever reaches the host, the reward is the honest 0 and grading ends.
+    source = f"""
+        def verify():
+            result = {{"reward": 0.0}}
+            name = "m" * 1000
+            for index in range({size} // 1010 + 1):
+                result[f"{{name}}{{index:06d}}"] = 1
+            return result
+    """
+    started = time.monotonic()
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path, timeout_sec=60)
+    assert time.monotonic() - started < 60
+    assert outcome.reward == 0.0 and not outcome.masked, outcome.detail
+
+
+ODD_KEYS = {
+    "reward": 0.25,
+    'quote"key': 1,
+    "back\\slash": 2,
+    "new\nline": 3,
+    "tab\tkey": 4,
+    "nul\x00key": 5,
+    "del\x7fkey": 6,
+    "caf\u00e9": 7,
+    "snow\u2603man": 8,
+    "astral\U0001f600": 9,
+    "lone\ud800surrogate": 10,
+    "reward ": 11,
+    " reward": 12,
+    "nemo-gym-report/2 " + "0" * 64 + " reward": 13,
+    "x" * 300: 1e308,
+    "neg": -0.0,
+    "big": 2**1000,
+    "true": True,
+}
+
+
+def test_odd_keys_are_written_as_json_dumps_writes_them(tmp_path):
+    source = f"def verify():\n    return {ODD_KEYS!r}\n"
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.25, None, False), outcome
+    written = outcome.files["reward.json"].decode().rstrip("\n")
+    expected = {key: (int(value) if isinstance(value, bool) else value) for key, value in ODD_KEYS.items()}
+    assert json.loads(written) == expected
+    assert written == json.dumps(expected), (written, json.dumps(expected))
+    assert "changed after the runner wrote it" not in outcome.detail, outcome.detail
+    assert outcome.metrics == {key: float(value) for key, value in expected.items() if key != "reward"}
+
+
+# --- results that do not fit what the host accepts: masks the agent can cause -----------------------
+
+OUTPUT_WRITER = r"""
+import subprocess, sys
+CODE = r'''
+import os, sys
+kind = sys.argv[1]
+os.chdir("/logs/verifier")
+if kind == "many":  # one file per test of the agent's suite, a common harness's habit
+    for index in range(80):
+        open("test_%03d.xml" % index, "w").write("<ok/>")
+elif kind == "long":  # one file at the end of a long path: legal in /logs/verifier, too long in the out folder
+    for _ in range(40):
+        os.mkdir("d" * 99)
+        os.chdir("d" * 99)
+    open("x" * 60, "w").write("x")
+elif kind == "deep":  # chains of folders: each is a tar member, none is counted
+    for top in range(4):
+        os.chdir("/logs/verifier")
+        os.mkdir("t%d" % top)
+        os.chdir("t%d" % top)
+        for _ in range(1900):
+            os.mkdir("d")
+            os.chdir("d")
+        open("f", "w").write("x")
+'''
+def verify(task_data):
+    subprocess.run([sys.executable, "-c", CODE, task_data["kind"]], check=True)
+    return 0.0
+"""
+
+
+@pytest.mark.parametrize("kind", ["many", "long", "deep"])
+@pytest.mark.parametrize("user", [None, "nobody"])
+def test_the_verifiers_output_files_cannot_mask_the_sample(tmp_path, kind, user):
+    # HOLE (a mask the agent causes, where the honest score is 0): the program verify runs writes in
+    # /logs/verifier, which is the verifier user's. finish copies up to 100 files and 8 MiB, but
+    # - "many": .sums lists every file and is capped at 4096 bytes by collected.CAPS, so about 55
+    #   files of short names overflow it: CollectError, masked sandbox_error (an honest verifier that
+    #   writes one file per test is masked too);
+    # - "long": a file whose path in /logs/verifier is legal but longer than PATH_MAX once under
+    #   $OUT/files/ makes finish's `head ... > "$OUT/files/$name"` fail: exit 92, masked;
+    # - "deep": folders are not counted: each is a tar member with a long name header, so a few deep
+    #   chains push the results past MAX_RESULTS_BYTES: masked.
+    # Fix: cap .sums from the caps finish enforces (100 files x (64 + 2 + PATH_MAX)) or sum the files
+    # one per line without a cap of its own; skip (count in `skipped`) a name longer than what fits
+    # under $OUT, or a depth past a limit; count folders against MAX_OUTPUT_FILES, and keep the
+    # results' total (headers included) under what the host reads.
+    needs_root()
+    files = {
+        "tests/verifier.py": OUTPUT_WRITER,
+        "task.toml": NOBODY if user else "",
+        "task_data.json": json.dumps({"kind": kind}),
+    }
+    outcome = verify(task(tmp_path / "task", files), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+
+
+# --- the async hand driver ----------------------------------------------------------------------------
+
+ASYNC_VERIFIERS = {
+    "import mid-coroutine": """
+        import sys
+        async def verify():
+            assert "asyncio" not in sys.modules
+            import asyncio
+            await asyncio.sleep(0.01)
+            values = await asyncio.gather(*(asyncio.sleep(0, result=i) for i in range(3)))
+            return float(values == [0, 1, 2])
+    """,
+    "import in a helper after a sleep(0)": """
+        import sys, types
+        @types.coroutine
+        def pause():
+            yield
+        async def helper():
+            import asyncio
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, sum, [1, 2])
+        async def verify():
+            await pause()
+            return float(await helper() == 3)
+    """,
+    # HOLE (a false 0, not a reward hack): asyncio imported by another thread while the coroutine is
+    # driven by hand never reaches _Drive.find_spec (it ignores other threads), so no loop is
+    # started; the coroutine then finds asyncio in sys.modules and its first await of the loop
+    # raises "no running event loop" (asyncio.run would have scored 1). Fix: before each step by
+    # hand, and when a step yields a future, switch to a loop if asyncio is in sys.modules; a step
+    # that imports it through another thread and awaits in the same step still needs the loop up
+    # front: take asyncio.run whenever threading has other live threads when the drive starts.
+    "a thread imports asyncio": """
+        import sys, threading
+        async def verify():
+            thread = threading.Thread(target=lambda: __import__("asyncio"))
+            thread.start()
+            thread.join()
+            import asyncio
+            await asyncio.sleep(0.01)
+            return 1.0
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASYNC_VERIFIERS))
+def test_an_async_verify_gets_what_asyncio_run_gives(tmp_path, name):
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": ASYNC_VERIFIERS[name]}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (1.0, None, False), outcome
+
+
+def test_stdout_flooded_by_verify_is_graded(tmp_path):
+    source = """
+        import os
+        def verify():
+            block = b"y" * (1 << 20)
+            for _ in range(64):
+                os.write(1, block)
+            return 0.0
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome.detail
