@@ -1,0 +1,152 @@
+"""A red-team review of the key holder and the piped exec, in real containers (the local half is
+test_attacks_review.py). The agent is ``agent`` (uid 1000) or a uid without a passwd entry; its
+leftover processes run beside the verifier, as shared mode allows.
+
+A test that passes is a regression test; a test that fails is a hole, described in its comment.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from test_attacks_review import LATE_PLANTER
+from test_docker_attacks import attack, leave_behind, write
+
+from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_root_verifys_program_cannot_plant_what_the_runner_imports_late(docker_client, tmp_path, fail):
+    # HOLE (the image's Python is 3.12): the agent's program, run as root by verify through
+    # os.system, writes /tests/math.py; the result it leaves takes the runner's rare path (an
+    # unusual metric name, or a JSON error), whose module imports math, which nothing loaded
+    # before: the planted module runs in the runner before it reports and sends a reward of 1,
+    # which the key holder signs. The score is 1 where the honest score is 0.
+    files = {"wanted": "not JSON" if fail else '{"reward": 0.0, "caf\\u00e9": 1}'}
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": LATE_PLANTER})
+
+    async def marks(sandbox: DockerSandbox) -> str:
+        return (await sandbox.exec("cat /workspace/marks 2>/dev/null; true", user="root")).stdout
+
+    outcome, ran = attack(docker_client, task_dir, write(tmp_path / "ws", files), after=marks)
+    assert ran.split() == [], (ran, outcome)
+    assert outcome.reward == 0.0 and not outcome.masked, outcome
+
+
+# The agent's leftover process: as fast as Python goes, it tries every descriptor of every process
+# (the grading shell's stdin with the key in its tar, its stdout, the key holder's pipe and report),
+# the key file, the runner's inputs, ptrace and signals, writing a reward of 1 wherever it can.
+PROBER = r"""
+import ctypes, glob, json, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+seen = {"read": {}, "wrote": [], "signalled": [], "traced": []}
+end = time.time() + 25
+line = b'reward {"reward": 1}\n'
+while time.time() < end:
+    for path in glob.glob("/tests/.gym-out-*/key") + glob.glob("/tests/.gym-out-*/deferred") + ["/tests/task_data.json", "/tests/verifier.py"]:
+        try:
+            seen["read"][path] = open(path, "rb").read().decode("latin-1")
+        except OSError:
+            continue
+        if path.endswith("task_data.json") and "answer" in seen["read"][path]:  # in time for verify
+            try:
+                with open("/workspace/answer.new", "w") as answer:
+                    answer.write(json.loads(seen["read"][path])["answer"])
+                os.replace("/workspace/answer.new", "/workspace/answer.txt")
+            except (OSError, ValueError):
+                pass
+    for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]:
+        try:
+            uid = os.stat("/proc/%d" % pid).st_uid
+        except OSError:
+            continue
+        if uid == os.getuid():
+            continue
+        for fd in range(0, 8):
+            path = "/proc/%d/fd/%d" % (pid, fd)
+            try:
+                handle = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                seen["read"][path] = os.read(handle, 4096).decode("latin-1")
+            except OSError:
+                pass
+            try:
+                os.write(handle, line)
+                seen["wrote"].append(path)
+            except OSError:
+                pass
+            os.close(handle)
+        if libc.ptrace(16, pid, None, None) == 0:
+            seen["traced"].append(pid)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            seen["signalled"].append(pid)
+        except OSError:
+            pass
+    json.dump(seen, open("/tmp/probe.json.new", "w"))
+    os.replace("/tmp/probe.json.new", "/tmp/probe.json")
+"""
+
+
+@pytest.mark.parametrize(
+    "agent_user, verifier_user",
+    [("agent", None), ("agent", "grader"), ("2000", "grader"), ("2000", "2001")],
+)
+def test_the_agents_leftovers_reach_nothing_of_the_grading(docker_client, tmp_path, agent_user, verifier_user):
+    # ("2000", ...) is an agent without a passwd entry: Docker gives it group 0.
+    # HOLE (agent "2000": uid-only, group 0): for a moment while /tests is handed to the verifier's
+    # user, `chmod -R u=rwX,g=rX,o= /tests` has made the runner's inputs (task_data.json,
+    # verifier.py: chowned 0:0 just before) 0640 root:root, and the out folder 0750 root:root, until
+    # the following `chmod 0600` and `chmod 0700`. A leftover process of group 0 polling
+    # /tests/task_data.json reads the answers, in time to write them where verify looks: the score
+    # is 1. With a verifier user that has a group of its own, /tests (root:grader 0750) keeps the
+    # agent out; with one that has no passwd entry either (group 0, as the agent's) it does not,
+    # and the run's key leaks too (0640, group 0), though it forges nothing (the report file is
+    # root's 0600). README promises the runner's inputs even to an agent sharing the verifier's
+    # group. Fix: set the modes before the owners
+    # (chmod first, so no file is ever wider than it ends up), or hand over with
+    # `chmod -R u=rwX,g=rX,o= $TESTS` on everything but $OUT and the inputs, excluded by name.
+    toml = f'[agent]\nuser = "{agent_user}"\n' + (f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else "")
+    source = "import json\ndef verify(task_data):\n    return float(open('answer.txt').read() == task_data['answer'])\n"
+    task_dir = write(
+        tmp_path / "task",
+        {"task.toml": toml, "tests/verifier.py": source, "task_data.json": '{"answer": "the-secret-answer"}'},
+    )
+    workspace = write(tmp_path / "ws", {"answer.txt": "a guess"})
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("chmod 777 /workspace /tmp", user="root")
+        await leave_behind(sandbox, f"exec python3 -c {shlex.quote(PROBER)}", user=agent_user)
+
+    async def probe(sandbox: DockerSandbox) -> dict:
+        result = await sandbox.exec("sleep 1; cat /tmp/probe.json", user="root")
+        return json.loads(result.stdout)
+
+    outcome, seen = attack(docker_client, task_dir, workspace, before=before, after=probe)
+    leaked = {path: text for path, text in seen["read"].items() if "/tests/" in path or "gym-report" in text}
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), (outcome, leaked)
+    assert (seen["wrote"], seen["signalled"], seen["traced"]) == ([], [], []), seen
+    assert leaked == {}, leaked
+
+
+@pytest.mark.parametrize("verifier_user", [None, "grader"])
+def test_many_output_files_do_not_mask_the_sample(docker_client, tmp_path, verifier_user):
+    # HOLE (a mask the agent causes): the program verify runs writes 80 small files in /logs/verifier;
+    # .sums then outgrows its 4096-byte cap (collected.CAPS) and the sample is masked (sandbox_error)
+    # where its honest score is 0. See test_attacks_review.test_the_verifiers_output_files_cannot_mask_the_sample.
+    toml = f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else ""
+    source = (
+        "import os\ndef verify():\n"
+        "    os.system('cd /logs/verifier && for i in $(seq 80); do echo ok > test_$i.xml; done')\n"
+        "    return 0.0\n"
+    )
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source})
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}))
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
