@@ -59,6 +59,13 @@ class _Drive:
         try:
             step, argument = self.coroutine.send, None
             while True:
+                if self.loop is None:
+                    # asyncio imported meanwhile by another thread (find_spec sees this one's
+                    # imports alone): the loop starts before the next step.
+                    imported = sys.modules.get("asyncio")
+                    spec = getattr(imported, "__spec__", None)
+                    if imported is not None and not getattr(spec, "_initializing", False):
+                        self.start_loop(imported)
                 try:
                     yielded = self.context.run(step, argument)
                 except StopIteration as done:
@@ -90,6 +97,26 @@ class _Drive:
                 self.asyncio.events._set_running_loop(None)
                 self.asyncio.tasks._leave_task(self.loop, self.task)
         return self._finish()
+
+    def start_loop(self, asyncio: Any) -> None:
+        """What ``asyncio.run`` does before its task's first step, and the loop before it runs a
+        step, once asyncio is there: the step about to run (or running) is that first step."""
+        if self.asyncio is not None or _thread.get_ident() != self.thread:
+            return
+        loop = asyncio.new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            task = loop.create_task(_Continuation(self))
+        except BaseException:
+            asyncio.set_event_loop(None)
+            loop.close()
+            raise
+        self.asyncio, self.loop, self.task = asyncio, loop, task
+        self.asyncgen_hooks = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook, finalizer=loop._asyncgen_finalizer_hook)
+        loop._thread_id = self.thread  # loop.is_running(), as inside run_forever
+        asyncio.events._set_running_loop(loop)
+        asyncio.tasks._enter_task(loop, task)
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         """asyncio's spec as the other finders find it, loaded by an ``_AsyncioLoader``; ``None``
@@ -142,32 +169,13 @@ class _AsyncioLoader:
     def _exec_module(self, module: Any) -> None:
         self.spec.loader = module.__loader__ = self.loader
         self.loader.exec_module(module)
-        self._start_loop(module)
+        self.drive.start_loop(module)
 
     def _load_module(self, name: str) -> Any:
         self.spec.loader = self.loader
         module = self.loader.load_module(name)
-        self._start_loop(module)
+        self.drive.start_loop(module)
         return module
-
-    def _start_loop(self, asyncio: Any) -> None:
-        drive = self.drive
-        if drive.asyncio is not None or _thread.get_ident() != drive.thread:
-            return
-        loop = asyncio.new_event_loop()
-        try:
-            asyncio.set_event_loop(loop)
-            task = loop.create_task(_Continuation(drive))
-        except BaseException:
-            asyncio.set_event_loop(None)
-            loop.close()
-            raise
-        drive.asyncio, drive.loop, drive.task = asyncio, loop, task
-        drive.asyncgen_hooks = sys.get_asyncgen_hooks()
-        sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook, finalizer=loop._asyncgen_finalizer_hook)
-        loop._thread_id = drive.thread  # loop.is_running(), as inside run_forever
-        asyncio.events._set_running_loop(loop)
-        asyncio.tasks._enter_task(loop, task)
 
 
 class _Continuation:

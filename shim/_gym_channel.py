@@ -37,6 +37,8 @@ REPORT_PREFIX = "nemo-gym-report/2"
 INPUTS = ("verifier.py", "task_data.json", "response.json")
 # The runner's modules it may load once code of the task has run (keep in sync with _gym_runner.py).
 LATE_MODULES = ("_gym_runner_rare.py", "_gym_await.py")
+# Every module those import, at their top or in the code the runner runs before it reports.
+LATE_IMPORTS = ("_contextvars", "_json", "_thread", "math", "numbers")
 _MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
@@ -111,6 +113,17 @@ class Reporter:
 
     def __init__(self, pipe: int, holder: int) -> None:
         self.pipe, self.holder = pipe, holder
+        # A child verify forks (a multiprocessing worker) is no runner: it must neither report nor
+        # keep the pipe open, or the key holder would wait on it to the timeout.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        if self.pipe >= 0:
+            pipe, self.pipe = self.pipe, -1
+            try:
+                os.close(pipe)
+            except OSError:
+                pass
 
     def send(self, kind: str, text: str) -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``; the
@@ -214,12 +227,10 @@ def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
         if variable:
             os.environb[variable] = value  # for what verify starts; this process has already started
     # What the late modules import from the standard library, which code a root verify runs could
-    # rewrite: imported now (C modules and a small one; JSON's encoder is _json's, and the async
-    # hand driver's contexts are _contextvars', a file in lib-dynload).
-    import _contextvars  # noqa: F401
-    import _json  # noqa: F401
-    import numbers  # noqa: F401
-
+    # rewrite (and /tests, first on sys.path, could shadow): imported now, all of it (C modules and
+    # small ones; JSON's encoder is _json's). test_late_modules_import_nothing_new keeps this whole.
+    for name in LATE_IMPORTS:
+        __import__(name)
     return reporter, inputs
 
 

@@ -7,6 +7,7 @@ sandbox: code the common path never runs must not cost it compile time. Standard
 
 from __future__ import annotations
 
+import _thread
 import math
 import numbers
 import os
@@ -141,7 +142,8 @@ def wait(awaitable: Any) -> Any:
     # The hand drive relies on asyncio internals (_set_running_loop, _enter_task, _leave_task, the
     # loop's _thread_id and async generator hooks) as they are on 3.8-3.13: a newer Python takes
     # asyncio.run until it is checked too.
-    if "asyncio" in sys.modules or sys.version_info >= (3, 14):
+    # Other threads alive could import asyncio in the middle of a step, too late for its loop.
+    if "asyncio" in sys.modules or sys.version_info >= (3, 14) or _thread._count():
         import asyncio
 
         return asyncio.run(coroutine)

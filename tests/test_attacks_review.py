@@ -1,8 +1,7 @@
 """A red-team review of the key holder, the piped exec and the async hand driver, on the local sandbox.
 
-Each test is an attack the agent (or the program a verify runs for it) would try. A test that
-passes is a regression test: it asserts the honest score, and that no mask the agent caused. A test
-that fails is a hole, described in its comment.
+Each test is an attack the agent (or the program a verify runs for it) would try, and asserts the
+honest score with no mask the agent caused. Those that found holes say so, and what closed them.
 """
 
 from __future__ import annotations
@@ -61,13 +60,12 @@ def verify():
 @pytest.mark.parametrize("fail", [False, True])
 @pytest.mark.parametrize("version", ["3.8", "3.10", "3.11", "3.12", "3.13"])
 def test_the_rare_modules_imports_are_loaded_before_verify_runs(tmp_path, version, fail):
-    # HOLE (3.8-3.10, 3.12, 3.13): _gym_runner_rare imports `math`, which take_over does not
-    # preload; only 3.11's site happens to load it. /tests is sys.path[0], so a /tests/math.py that
-    # the agent's program (run by a root verify) wrote runs in the runner before its report, finds the
-    # Reporter and sends a reward of 1, which the key holder signs. Any result that is not a plain
-    # float/int with simple keys (a numpy float, a non-ASCII metric name) or any exception in verify
-    # takes that path. Fix: import math in take_over (with _json, numbers, _contextvars), and test
-    # that loading the late modules imports nothing new on every supported Python.
+    # Found in review: _gym_runner_rare imports `math`, which take_over did not import early (only
+    # 3.11's site happened to). /tests is sys.path[0], so a /tests/math.py that the agent's program
+    # (run by a root verify) wrote ran in the runner before its report, found the Reporter and sent
+    # a reward of 1. Any result off the common path (a numpy float, a non-ASCII metric name) or an
+    # exception in verify took that path. take_over now imports all of LATE_IMPORTS, and
+    # test_late_modules_import_nothing_new keeps that list whole on every Python.
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "wanted").write_text("not JSON" if fail else '{"reward": 0.0, "caf\\u00e9": 1}')
@@ -361,19 +359,13 @@ def verify(task_data):
 @pytest.mark.parametrize("kind", ["many", "long", "deep"])
 @pytest.mark.parametrize("user", [None, "nobody"])
 def test_the_verifiers_output_files_cannot_mask_the_sample(tmp_path, kind, user):
-    # HOLE (a mask the agent causes, where the honest score is 0): the program verify runs writes in
-    # /logs/verifier, which is the verifier user's. finish copies up to 100 files and 8 MiB, but
-    # - "many": .sums lists every file and is capped at 4096 bytes by collected.CAPS, so about 55
-    #   files of short names overflow it: CollectError, masked sandbox_error (an honest verifier that
-    #   writes one file per test is masked too);
-    # - "long": a file whose path in /logs/verifier is legal but longer than PATH_MAX once under
-    #   $OUT/files/ makes finish's `head ... > "$OUT/files/$name"` fail: exit 92, masked;
-    # - "deep": folders are not counted: each is a tar member with a long name header, so a few deep
-    #   chains push the results past MAX_RESULTS_BYTES: masked.
-    # Fix: cap .sums from the caps finish enforces (100 files x (64 + 2 + PATH_MAX)) or sum the files
-    # one per line without a cap of its own; skip (count in `skipped`) a name longer than what fits
-    # under $OUT, or a depth past a limit; count folders against MAX_OUTPUT_FILES, and keep the
-    # results' total (headers included) under what the host reads.
+    # Found in review (masks the agent caused where the honest score is 0): the program verify runs
+    # writes in /logs/verifier, and finish copies up to 100 files and 8 MiB of it, but
+    # - "many": .sums lists every file and was capped at 4096 bytes, so about 55 files overflowed it;
+    # - "long": a path legal in /logs/verifier was too long under the out folder (exit 92);
+    # - "deep": folders were not counted, and deep chains pushed the results past their cap.
+    # Now .sums's cap follows from the file caps, and a name over MAX_OUTPUT_NAME characters or
+    # MAX_OUTPUT_DEPTH folders is skipped and counted like any file that does not fit.
     needs_root()
     files = {
         "tests/verifier.py": OUTPUT_WRITER,
@@ -409,19 +401,36 @@ ASYNC_VERIFIERS = {
             await pause()
             return float(await helper() == 3)
     """,
-    # HOLE (a false 0, not a reward hack): asyncio imported by another thread while the coroutine is
-    # driven by hand never reaches _Drive.find_spec (it ignores other threads), so no loop is
-    # started; the coroutine then finds asyncio in sys.modules and its first await of the loop
-    # raises "no running event loop" (asyncio.run would have scored 1). Fix: before each step by
-    # hand, and when a step yields a future, switch to a loop if asyncio is in sys.modules; a step
-    # that imports it through another thread and awaits in the same step still needs the loop up
-    # front: take asyncio.run whenever threading has other live threads when the drive starts.
-    "a thread imports asyncio": """
-        import sys, threading
+    # asyncio imported by another thread between two steps driven by hand: the loop starts before
+    # the next step.
+    "a thread imports asyncio between steps": """
+        import sys, threading, types
+        @types.coroutine
+        def pause():
+            yield
         async def verify():
+            assert "asyncio" not in sys.modules
             thread = threading.Thread(target=lambda: __import__("asyncio"))
             thread.start()
             thread.join()
+            await pause()
+            import asyncio
+            await asyncio.sleep(0.01)
+            return 1.0
+    """,
+    # A thread alive when the drive would start could import asyncio in the middle of a step: the
+    # runner takes asyncio.run.
+    "a thread alive at the start imports asyncio": """
+        import sys, threading
+        go, done = threading.Event(), threading.Event()
+        def later():
+            go.wait()
+            __import__("asyncio")
+            done.set()
+        threading.Thread(target=later, daemon=True).start()
+        async def verify():
+            go.set()
+            done.wait()
             import asyncio
             await asyncio.sleep(0.01)
             return 1.0
@@ -432,6 +441,27 @@ ASYNC_VERIFIERS = {
 @pytest.mark.parametrize("name", sorted(ASYNC_VERIFIERS))
 def test_an_async_verify_gets_what_asyncio_run_gives(tmp_path, name):
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": ASYNC_VERIFIERS[name]}), tmp_path)
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (1.0, None, False), outcome
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known limit of the hand drive (README, Performance): a thread the coroutine itself starts "
+    "imports asyncio and the same step then awaits the loop; no loop can be made running in the "
+    "coroutine's thread from another one, so that step fails where asyncio.run would not",
+)
+def test_a_thread_the_coroutine_starts_importing_asyncio_within_one_step(tmp_path):
+    source = """
+        import sys, threading
+        async def verify():
+            thread = threading.Thread(target=lambda: __import__("asyncio"))
+            thread.start()
+            thread.join()
+            import asyncio
+            await asyncio.sleep(0.01)
+            return 1.0
+    """
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (1.0, None, False), outcome
 
 
@@ -446,3 +476,43 @@ def test_stdout_flooded_by_verify_is_graded(tmp_path):
     """
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome.detail
+
+
+LATE_LOAD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import _gym_channel, _gym_runner
+for name in _gym_channel.LATE_IMPORTS:
+    __import__(name)
+before = set(sys.modules)
+for file in _gym_channel.LATE_MODULES:
+    with open(sys.argv[1] + "/" + file, "rb") as source:
+        _gym_runner.PRELOADED[file] = source.read()
+    _gym_runner.late_module(file[:-3])
+rare = sys.modules["_gym_runner_rare"]
+# What the runner runs of them before it reports: reading an unusual signature, checking and writing
+# an unusual result, describing an error.
+def verify(workspace, task_data=None, *args, **kwargs):
+    return 1
+rare.plan_arguments(verify, ["workspace", "task_data", "state"])
+rare.json_text(rare.rewards_from_result({"reward": 0.5, "caf\u00e9": 1, "n": True}))
+rare.describe(ValueError("x"))
+print(sorted(set(sys.modules) - before - {"_gym_runner_rare", "_gym_await"}))
+"""
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"])
+def test_late_modules_import_nothing_new(version):
+    # The runner loads its late modules (and runs what it needs of them before it reports) after
+    # code of the task ran, which may have planted modules on its sys.path: everything they import
+    # must be in take_over's LATE_IMPORTS, on every Python.
+    import subprocess
+
+    from nemo_gym.data.tasks.harbor._resources import shim_dir
+
+    python = str(pyenv_python(version))
+    ran = subprocess.run(
+        [python, "-E", "-S", "-s", "-B", "-c", LATE_LOAD, str(shim_dir())], capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]", ran.stdout

@@ -2,7 +2,8 @@
 test_attacks_review.py). The agent is ``agent`` (uid 1000) or a uid without a passwd entry; its
 leftover processes run beside the verifier, as shared mode allows.
 
-A test that passes is a regression test; a test that fails is a hole, described in its comment.
+Each asserts the honest score with no mask the agent caused; those that found holes say so, and
+what closed them.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ pytestmark = pytest.mark.docker
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_a_root_verifys_program_cannot_plant_what_the_runner_imports_late(docker_client, tmp_path, fail):
-    # HOLE (the image's Python is 3.12): the agent's program, run as root by verify through
-    # os.system, writes /tests/math.py; the result it leaves takes the runner's rare path (an
-    # unusual metric name, or a JSON error), whose module imports math, which nothing loaded
-    # before: the planted module runs in the runner before it reports and sends a reward of 1,
-    # which the key holder signs. The score is 1 where the honest score is 0.
+    # Found in review (the image's Python is 3.12): the agent's program, run as root by verify
+    # through os.system, wrote /tests/math.py; the result it left took the runner's rare path,
+    # whose module imports math, which nothing had loaded: the planted module ran in the runner
+    # before it reported and sent a reward of 1. take_over now imports LATE_IMPORTS early.
     files = {"wanted": "not JSON" if fail else '{"reward": 0.0, "caf\\u00e9": 1}'}
     task_dir = write(tmp_path / "task", {"tests/verifier.py": LATE_PLANTER})
 
@@ -101,18 +101,11 @@ while time.time() < end:
 )
 def test_the_agents_leftovers_reach_nothing_of_the_grading(docker_client, tmp_path, agent_user, verifier_user):
     # ("2000", ...) is an agent without a passwd entry: Docker gives it group 0.
-    # HOLE (agent "2000": uid-only, group 0): for a moment while /tests is handed to the verifier's
-    # user, `chmod -R u=rwX,g=rX,o= /tests` has made the runner's inputs (task_data.json,
-    # verifier.py: chowned 0:0 just before) 0640 root:root, and the out folder 0750 root:root, until
-    # the following `chmod 0600` and `chmod 0700`. A leftover process of group 0 polling
-    # /tests/task_data.json reads the answers, in time to write them where verify looks: the score
-    # is 1. With a verifier user that has a group of its own, /tests (root:grader 0750) keeps the
-    # agent out; with one that has no passwd entry either (group 0, as the agent's) it does not,
-    # and the run's key leaks too (0640, group 0), though it forges nothing (the report file is
-    # root's 0600). README promises the runner's inputs even to an agent sharing the verifier's
-    # group. Fix: set the modes before the owners
-    # (chmod first, so no file is ever wider than it ends up), or hand over with
-    # `chmod -R u=rwX,g=rX,o= $TESTS` on everything but $OUT and the inputs, excluded by name.
+    # Found in review (agent "2000": uid-only, group 0): while /tests was handed to the verifier's
+    # user, `chmod -R u=rwX,g=rX,o= /tests` made the runner's inputs 0640 and the out folder 0750 for
+    # a moment, before `chmod 0600`/`0700` narrowed them again; a leftover process of group 0
+    # polling /tests/task_data.json read the answers in time. The inputs now arrive 0600 (the out
+    # folder 0700) and grading never widens a mode: /tests opens to the group last.
     toml = f'[agent]\nuser = "{agent_user}"\n' + (f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else "")
     source = "import json\ndef verify(task_data):\n    return float(open('answer.txt').read() == task_data['answer'])\n"
     task_dir = write(
@@ -138,9 +131,8 @@ def test_the_agents_leftovers_reach_nothing_of_the_grading(docker_client, tmp_pa
 
 @pytest.mark.parametrize("verifier_user", [None, "grader"])
 def test_many_output_files_do_not_mask_the_sample(docker_client, tmp_path, verifier_user):
-    # HOLE (a mask the agent causes): the program verify runs writes 80 small files in /logs/verifier;
-    # .sums then outgrows its 4096-byte cap (collected.CAPS) and the sample is masked (sandbox_error)
-    # where its honest score is 0. See test_attacks_review.test_the_verifiers_output_files_cannot_mask_the_sample.
+    # Found in review (a mask the agent caused): 80 small files in /logs/verifier outgrew .sums's
+    # 4096-byte cap and masked the sample (see test_attacks_review's output-file test).
     toml = f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else ""
     source = (
         "import os\ndef verify():\n"

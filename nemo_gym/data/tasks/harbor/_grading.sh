@@ -123,11 +123,12 @@ handover() {
         *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
         *) group=0 ;;
       esac
-      # The runner's own inputs stay the admin's: it reads them before it switches users.
+      # The runner's own inputs stay the admin's: it reads them before it switches users. They
+      # arrived readable by the admin alone (0600; $OUT 0700), and no mode here ever widens, so
+      # $TESTS opens to the group last, once nothing in it can be read that should not be.
       inputs=()
       for name in verifier.py task_data.json response.json; do [ -f "$TESTS/$name" ] && inputs+=("$TESTS/$name"); done
-      chown -R "0:$group" -- "$TESTS" && chown 0:0 -- "$OUT" "${inputs[@]}" \
-        && chmod -R u=rwX,g=rX,o= -- "$TESTS" && chmod 0700 -- "$OUT" && chmod 0600 -- "${inputs[@]}" \
+      chown -R "0:$group" -- "$TESTS" && chown 0:0 -- "$OUT" "${inputs[@]}" && chmod 0750 -- "$TESTS" \
         || fail 92 "cannot hand $TESTS to $RUN_AS"
       ;;
     own)  # a task's own test.sh run as another user: Harbor's semantics, the folders are that user's
@@ -210,10 +211,11 @@ kill_strays() {
 }
 
 # The verifier's other output (Harbor keeps all of /logs/verifier: ctrf.json, reward-details.json,
-# ...): regular files with plain names, up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
+# ...): regular files with plain names (at most MAX_OUTPUT_NAME characters and MAX_OUTPUT_DEPTH
+# folders deep), up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
 # into "$OUT/files"; what does not fit is counted in "skipped" (the meta file says so).
 copy_outputs() {
-  local entry name size candidates=() sizes total=0 count=0 folder input
+  local entry name size candidates=() sizes total=0 count=0 folder folders input
   skipped=0
   shopt -s globstar
   for entry in "$LOGS"/**; do
@@ -222,6 +224,11 @@ copy_outputs() {
     [ -f "$entry" ] && [ ! -L "$entry" ] || continue
     for input in "${INPUTS[@]}"; do [ "$name" = "$input" ] && continue 2; done
     case "$name" in *[!A-Za-z0-9._/-]* | .* | */.*) skipped=$((skipped + 1)); continue ;; esac
+    folders=${name//[!\/]/}
+    if [ "${#name}" -gt "$MAX_OUTPUT_NAME" ] || [ "${#folders}" -gt "$MAX_OUTPUT_DEPTH" ]; then
+      skipped=$((skipped + 1))
+      continue
+    fi
     candidates+=("$name")
   done
   shopt -u globstar

@@ -17,16 +17,24 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
 SUMS, META, OUTPUTS = ".sums", "meta", "files/"
-# The verifier's other output files: each and all of them within these (finish's own limits).
+# The verifier's other output files that finish copies (what does not fit is skipped and counted):
+# at most this many, of these bytes in all, each named by a path of at most MAX_OUTPUT_NAME
+# characters and MAX_OUTPUT_DEPTH folders (so that no name, however legal in /logs/verifier, is too
+# long under the out folder, and the folders stay few).
+MAX_OUTPUT_FILES = 100
 MAX_OUTPUT_FILE_BYTES = 8 << 20
-# The caps of what finish writes (its own limits plus slack): a bigger member is damage.
+MAX_OUTPUT_NAME = 255
+MAX_OUTPUT_DEPTH = 8
+# The caps of what finish writes (its own limits plus slack): a bigger member is damage. The sums
+# hold a line per file: the five of finish's own and the outputs.
+_SUM_LINE_BYTES = 64 + 2 + len(OUTPUTS) + MAX_OUTPUT_NAME + 1
 CAPS: Mapping[str, int] = {
     "reward.json": (1 << 20) + 1,
     "reward.txt": (1 << 20) + 1,
     "test-stdout.txt": 1 << 20,
     "report": (1 << 20) + 8192,
     META: 4096,
-    SUMS: 4096,
+    SUMS: (5 + MAX_OUTPUT_FILES) * _SUM_LINE_BYTES,
 }
 _SUM_LINE = re.compile(r"([0-9a-f]{64})  ([A-Za-z0-9._/-]+)")
 _OUTPUT_NAME = re.compile(r"files/[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
@@ -147,7 +155,10 @@ def read_collected(data: bytes) -> Collected:
 
 __all__ = [
     "CAPS",
+    "MAX_OUTPUT_DEPTH",
+    "MAX_OUTPUT_FILES",
     "MAX_OUTPUT_FILE_BYTES",
+    "MAX_OUTPUT_NAME",
     "META",
     "OUTPUTS",
     "SUMS",

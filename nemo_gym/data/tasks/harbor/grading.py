@@ -13,6 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Tuple
 
+from nemo_gym.data.tasks.harbor.collected import (
+    MAX_OUTPUT_DEPTH,
+    MAX_OUTPUT_FILE_BYTES,
+    MAX_OUTPUT_FILES,
+    MAX_OUTPUT_NAME,
+)
+
 # Exit statuses of _grading.sh when nothing could run (keep in sync with the script).
 NO_VERIFIER_TOOL = 90  # timeout (or bash): the seed's verifier_error
 NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archive calls: provider_unavailable
@@ -65,8 +72,10 @@ class GradingSteps:
     tail_bytes: int
     max_reward_bytes: int
     max_report_chars: int
-    max_output_files: int = 100
-    max_output_bytes: int = 8 << 20
+    max_output_files: int = MAX_OUTPUT_FILES
+    max_output_bytes: int = MAX_OUTPUT_FILE_BYTES
+    max_output_name: int = MAX_OUTPUT_NAME
+    max_output_depth: int = MAX_OUTPUT_DEPTH
     inputs: Tuple[str, ...] = ()
     handover: str = ""
     run_as: str = ""
@@ -94,6 +103,8 @@ def grading_command(steps: GradingSteps) -> str:
         "MAX_REPORT_CHARS": str(steps.max_report_chars),
         "MAX_OUTPUT_FILES": str(steps.max_output_files),
         "MAX_OUTPUT_BYTES": str(steps.max_output_bytes),
+        "MAX_OUTPUT_NAME": str(steps.max_output_name),
+        "MAX_OUTPUT_DEPTH": str(steps.max_output_depth),
         "HANDOVER": steps.handover,
         "RUN_AS": steps.run_as,
         "KILL_STRAYS": "1" if steps.kill_strays else "0",

@@ -38,6 +38,10 @@ TASK_LEVEL = 0
 _END_OF_ARCHIVE = b"\0" * (2 * tarfile.BLOCKSIZE)
 _RECORD_SIZE = tarfile.RECORDSIZE  # what tar reads at a time (20 blocks)
 _EXECUTABLE, _REGULAR, _DIRECTORY = 0o755, 0o644, 0o755
+# The modes a run's files land with: test.sh executable (grading runs it, as Harbor does, where it
+# unpacks the files itself), and the runner's inputs readable by the admin alone from the start (it
+# reads them before it switches users; grading never widens a mode it hands over).
+_RUN_MODES = {"test.sh": _EXECUTABLE, "verifier.py": 0o600, "task_data.json": 0o600, "response.json": 0o600}
 
 
 class StagingError(ValueError):
@@ -263,12 +267,9 @@ def run_archive(
     lands in place: ``files`` in ``top/``, the private files as ``top/out/<name>``. The tar is then
     padded to whole 10 KiB records, so that no ``tar`` waits for more of a pipe.
     """
+    files = [ShimFile(file.name, file.data, _RUN_MODES.get(file.name, file.mode)) for file in files]
     if out is not None:
-        # test.sh lands executable, as grading makes it where it unpacks the files itself.
-        members = [
-            ShimFile(f"{top}/{file.name}", file.data, _EXECUTABLE if file.name == "test.sh" else file.mode)
-            for file in files
-        ]
+        members = [ShimFile(f"{top}/{file.name}", file.data, file.mode) for file in files]
         members += [ShimFile(f"{top}/{out}/{name}", data, 0o400) for name, data in (private or {}).items()]
         blocks = _tar_blocks(members, folder_modes={top: 0o700, f"{top}/{out}": 0o700}) + _END_OF_ARCHIVE
         return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
