@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
 from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset, load_task, read_toml
 
 ERROR, WARNING = "error", "warning"
@@ -253,6 +254,10 @@ def _bound_names(node: ast.AST) -> List[str]:
     return [target.id for target in targets if isinstance(target, ast.Name)]
 
 
+# What a verifier may import that the shim stages beside it (verifier.py is itself, to the runner).
+_SHIM_MODULES = frozenset(["verifier", *(name[: -len(".py")] for name in SHIM_FILES if name.endswith(".py"))])
+
+
 def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> List[Finding]:
     findings: List[Finding] = []
     seen = set()
@@ -265,11 +270,7 @@ def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> L
             continue
         for module, line in modules:
             top = module.split(".")[0]
-            if (
-                module in seen
-                or top in siblings
-                or top in ("verifier", "_gym_runner", "_gym_runner_rare", "_gym_await")
-            ):
+            if module in seen or top in siblings or top in _SHIM_MODULES:
                 continue
             seen.add(module)
             if top == "nemo_gym":
