@@ -7,6 +7,7 @@ honest score with no mask the agent caused. Those that found holes say so, and w
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -516,3 +517,22 @@ def test_late_modules_import_nothing_new(version):
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]", ran.stdout
+
+
+@pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
+def test_no_startup_file_runs_before_the_root_steps(tmp_path, kind):
+    # Found on Python 3.8 (its asyncio gives a subprocess a socket for stdin): `bash -p -c` still
+    # sources ~/.bashrc when its stdin is a socket or SSH_CLIENT is set, before grading can set PATH;
+    # root's ~/.bashrc here runs `pyenv init -`, whose `#!/usr/bin/env bash` found the agent's bash
+    # first on the sandbox's PATH. A HOME the task's environment names is a folder the agent may
+    # write. The admin's shell now starts with --norc, whatever its stdin and environment.
+    workspace = tmp_path / "ws"
+    marker = workspace / "hijacked"
+    task(workspace, {".bashrc": f"echo bashrc >> {marker}\n", "bin/bash": f"#!/bin/sh\necho bash >> {marker}\n"})
+    env = {"SSH_CLIENT": "10.0.0.1 22 22", "HOME": str(workspace), "PATH": f"{workspace}/bin:{os.environ['PATH']}"}
+    files = {"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"} if kind == "test.sh" else {}
+    if kind == "verifier.py":
+        files["tests/verifier.py"] = "def verify():\n    return 1.0\n"
+    outcome = verify(task(tmp_path / "task", files), workspace, sandbox_env=env)
+    assert outcome.reward == 1.0 and not outcome.masked, outcome
+    assert not marker.exists(), marker.read_text()

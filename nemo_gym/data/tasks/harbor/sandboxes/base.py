@@ -7,6 +7,11 @@ from typing import Any, Mapping, Optional, Protocol, Union, runtime_checkable
 
 User = Union[str, int]
 
+# How a clean shell starts bash: -p runs no BASH_ENV/ENV file and imports no function or
+# SHELLOPTS; --norc runs no ~/.bashrc or /etc/bash.bashrc either, which bash -c otherwise sources
+# when SSH_CLIENT is set or its stdin is a socket (Python 3.8's asyncio gives a subprocess one),
+# before the command can set PATH.
+CLEAN_SHELL_OPTIONS = ("--norc", "-p")
 # What one exec keeps of each output stream: its tail, enough for any error message, bounded for a
 # flood (a verifier's own output goes to test-stdout.txt, never here).
 MAX_EXEC_OUTPUT_BYTES = 1 << 20
@@ -65,7 +70,7 @@ class Sandbox(Protocol):
     ) -> ExecResult:
         """Runs ``command`` with bash; ``ExecTimeout`` past ``timeout_s``, ``SandboxError`` when lost.
 
-        ``clean_shell`` starts bash in privileged mode (``bash -p``): no ``BASH_ENV``/``ENV`` file,
+        ``clean_shell`` starts bash as ``bash --norc -p`` (``CLEAN_SHELL_OPTIONS``): no startup file,
         no function or ``SHELLOPTS`` from the environment runs before ``command``. Each output is
         kept to its last ``MAX_EXEC_OUTPUT_BYTES``.
         """
@@ -130,6 +135,7 @@ def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
 
 
 __all__ = [
+    "CLEAN_SHELL_OPTIONS",
     "MAX_EXEC_OUTPUT_BYTES",
     "ArchiveSandbox",
     "ExecResult",

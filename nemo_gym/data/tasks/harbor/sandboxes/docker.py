@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
     ExecResult,
     ExecTimeout,
@@ -75,7 +76,7 @@ async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T
 
 def _shell(command: str, clean_shell: bool) -> List[str]:
     # A clean shell is found by its absolute path: the container's PATH may name the agent's folders.
-    return ["/bin/bash", "-p", "-c", command] if clean_shell else ["bash", "-c", command]
+    return ["/bin/bash", *CLEAN_SHELL_OPTIONS, "-c", command] if clean_shell else ["bash", "-c", command]
 
 
 def _feed(connection: Any, data: bytes) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
     ExecResult,
     ExecTimeout,
@@ -306,7 +307,7 @@ class LocalSandbox:
         self, command: str, cwd: str, user: Optional[User], clean_shell: bool, env: Mapping[str, str]
     ) -> List[str]:
         bash = host_tool("bash")
-        argv = [bash, "-p", "-c", command] if clean_shell else [bash, "-c", command]
+        argv = [bash, *CLEAN_SHELL_OPTIONS, "-c", command] if clean_shell else [bash, "-c", command]
         if user is not None:
             argv = self._as_user(user) + argv
         if not self.isolated:

@@ -37,7 +37,14 @@ from typing import (
 )
 
 from nemo_gym.data.tasks.harbor.grading import ALWAYS_BLANKED
-from nemo_gym.data.tasks.harbor.sandboxes.base import MAX_EXEC_OUTPUT_BYTES, ExecResult, ExecTimeout, SandboxError, User
+from nemo_gym.data.tasks.harbor.sandboxes.base import (
+    CLEAN_SHELL_OPTIONS,
+    MAX_EXEC_OUTPUT_BYTES,
+    ExecResult,
+    ExecTimeout,
+    SandboxError,
+    User,
+)
 from nemo_gym.data.tasks.harbor.task import TaskError
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
@@ -155,7 +162,7 @@ class ProviderSandbox:
         if clean_shell:
             if path is not None:
                 wanted[VERIFIER_PATH_VARIABLE] = path
-            wrapped = "exec /bin/bash -p -c " + shlex.quote(command)
+            wrapped = f"exec /bin/bash {' '.join(CLEAN_SHELL_OPTIONS)} -c " + shlex.quote(command)
         else:
             prefix = f"PATH={shlex.quote(path)}; export PATH; " if path is not None else ""
             wrapped = prefix + "exec bash -c " + shlex.quote(command)
@@ -259,7 +266,7 @@ async def _attach(
     async def probe(user: Optional[User], cwd: Optional[str]) -> List[str]:
         # A clean bash, the system's PATH, no preload: the agent's programs never run.
         env = {**dict.fromkeys(ALWAYS_BLANKED, ""), "PATH": SAFE_PATH}
-        command = "exec /bin/bash -p -c " + shlex.quote(_PROBE)
+        command = f"exec /bin/bash {' '.join(CLEAN_SHELL_OPTIONS)} -c " + shlex.quote(_PROBE)
         ran = await _provider_exec(provider, handle, command, cwd=cwd, env=env, timeout_s=PROBE_TIMEOUT_SEC, user=user)
         lines = ran.stdout.split("\n")
         if ran.return_code != 0 or len(lines) < len(_PROBE_LINES) or not lines[0].isdigit():
