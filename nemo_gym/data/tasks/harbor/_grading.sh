@@ -1,5 +1,6 @@
 # The in-sandbox half of one verification (nemo_gym.data.tasks.harbor.grading writes the variables
-# this file reads and runs it as `bash -p`: no BASH_ENV, ENV, exported functions or SHELLOPTS).
+# this file reads and runs it as `bash --norc -p`: no startup file, BASH_ENV, ENV, exported functions or
+# SHELLOPTS).
 #
 #   prepare  As the admin (root): make /tests and /logs/verifier real folders only the admin can
 #            enter, empty them (keeping declared inputs), move the staged files in from the run's

@@ -2,7 +2,7 @@
 
 Pure: the host decides every value (no secret is among them: the run's key travels in the staged
 files, never on a command line or in an environment another process could read) and ``_grading.sh`` does
-the rest with bash builtins and coreutils, started as ``bash -p`` (``clean_shell``).
+the rest with bash builtins and coreutils, started as ``bash --norc -p`` (``clean_shell``).
 """
 
 from __future__ import annotations
