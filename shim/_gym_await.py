@@ -1,10 +1,10 @@
-"""Drives an awaitable by hand, without importing asyncio, for ``_gym_runner_rare.wait``.
+"""Drives an awaitable by hand, without importing asyncio, for ``_gym_runner.wait``.
 
 A file of its own because the shim is compiled afresh in every sandbox and only some runs need this
 driver (an async verify whose verifier has not imported asyncio): in ``_gym_runner_rare`` it cost
-every run that loads that module 1-3 ms of compiling. ``wait`` loads it only to drive a coroutine
-by hand; on NeMo Gym's server from the source ``take_over`` read before any code of the task ran
-(``_gym_runner.late_module``). Standard library only."""
+every run that loads that module 1-3 ms of compiling. ``wait`` loads it (and not that module) only
+to drive a coroutine by hand; on NeMo Gym's server from the source ``take_over`` read before any
+code of the task ran (``_gym_runner.late_module``). Standard library only."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ if TYPE_CHECKING:
     from typing import Any, Optional, Tuple
 
 
-def run(coroutine: Any) -> Any:
-    """The result of ``coroutine`` (a coroutine object, not yet started), as ``asyncio.run`` gives
-    it: driven by hand while it needs no event loop, on a loop of its own from the moment it
-    imports asyncio (see ``_Drive``)."""
-    return _Drive(coroutine).run()
+def run(awaitable: Any) -> Any:
+    """The result of ``awaitable``, as ``asyncio.run`` gives it: driven by hand while it needs no
+    event loop, on a loop of its own from the moment it imports asyncio (see ``_Drive``)."""
+    return _Drive(_wait_for(awaitable)).run()
+
+
+async def _wait_for(awaitable: Any) -> Any:
+    return await awaitable
 
 
 class _Drive:

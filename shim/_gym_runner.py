@@ -15,6 +15,7 @@ what that needs; ``_gym_runner_rare`` holds the rest. Standard library only.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 
@@ -136,6 +137,22 @@ def load_verify(here: str) -> Callable[..., Any]:
     return verify  # type: ignore[no-any-return]
 
 
+def wait(awaitable: Any) -> Any:
+    """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned),
+    exactly as ``asyncio.run`` gives it, but without importing asyncio (most of an async verify's
+    start-up) while the coroutine does not need an event loop: ``_gym_await`` drives it by hand,
+    and one that imports asyncio meanwhile finishes on a loop of its own (see ``_gym_await``).
+
+    ``asyncio.run`` (``_gym_runner_rare.wait``) where the hand drive cannot be sure: asyncio imported
+    already (the verifier imported it), other threads alive (one could import asyncio in the middle
+    of a step, too late for its loop), or a Python newer than the asyncio internals the drive was
+    checked against (3.8-3.13).
+    """
+    if "asyncio" in sys.modules or sys.version_info >= (3, 14) or _thread._count():
+        return rare().wait(awaitable)
+    return late_module("_gym_await").run(awaitable)
+
+
 def call_verify(verify: Callable[..., Any], here: str) -> Any:
     """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
     available = [name for name in KNOWN_ARGUMENTS if name != "response"]
@@ -150,7 +167,7 @@ def call_verify(verify: Callable[..., Any], here: str) -> Any:
             **{parameter: values[name] for parameter, name in keywords.items()},
         )
         if hasattr(type(result), "__await__"):
-            result = rare().wait(result)
+            result = wait(result)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise

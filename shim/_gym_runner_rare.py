@@ -7,7 +7,6 @@ sandbox: code the common path never runs must not cost it compile time. Standard
 
 from __future__ import annotations
 
-import _thread
 import math
 import numbers
 import os
@@ -130,26 +129,10 @@ async def _wait_for(awaitable: Any) -> Any:
 
 def wait(awaitable: Any) -> Any:
     """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned),
-    exactly as ``asyncio.run`` gives it, but without importing asyncio (most of an async verify's
-    start-up) while the coroutine does not need an event loop.
+    with ``asyncio.run``: where ``_gym_runner.wait`` cannot drive it by hand."""
+    import asyncio
 
-    When asyncio is imported already (the verifier imported it: the common case), ``asyncio.run``
-    runs the coroutine. Otherwise ``_gym_await`` runs it by hand, and a coroutine that never
-    suspends is done without asyncio; one that imports asyncio meanwhile finishes on a loop of its
-    own, as under ``asyncio.run`` (see ``_gym_await._Drive``). The coroutine is never started twice.
-    """
-    coroutine = _wait_for(awaitable)
-    # The hand drive relies on asyncio internals (_set_running_loop, _enter_task, _leave_task, the
-    # loop's _thread_id and async generator hooks) as they are on 3.8-3.13: a newer Python takes
-    # asyncio.run until it is checked too.
-    # Other threads alive could import asyncio in the middle of a step, too late for its loop.
-    if "asyncio" in sys.modules or sys.version_info >= (3, 14) or _thread._count():
-        import asyncio
-
-        return asyncio.run(coroutine)
-    from _gym_runner import late_module
-
-    return late_module("_gym_await").run(coroutine)
+    return asyncio.run(_wait_for(awaitable))
 
 
 def describe(error: BaseException) -> str:
