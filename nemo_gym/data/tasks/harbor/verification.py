@@ -383,7 +383,7 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         private["deferred"] = b"\0".join(f"{name}={value}".encode() for name, value in held.items())
     if key is not None:
         private["key"] = key.hex().encode("ascii")
-    grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private)
+    grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id)
     try:
         results = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
         if results is None:  # no pipes, or no tar in the image for them
@@ -417,6 +417,7 @@ class _Grading:
     verifier: Optional[User]
     by_admin: bool
     private: Dict[str, bytes]
+    run_id: str
 
     @property
     def run_limit(self) -> float:
@@ -470,7 +471,7 @@ class _Grading:
         sandbox: Any = self.sandbox
         archives = isinstance(sandbox, ArchiveSandbox)
         tests = self.steps.tests_dir
-        upload = "" if archives else f"{sandbox.tmp_dir}/nemo-gym-stage-{self.steps.stage[len('.gym-stage-') :]}.tar"
+        upload = "" if archives else f"{sandbox.tmp_dir}/nemo-gym-stage-{self.run_id}.tar"
         steps = replace(self.steps, archive=upload, out_tar="" if archives else f"{self.steps.out_dir}.tar")
         data = self.archive(piped=False)
         with tempfile.TemporaryDirectory(prefix="nemo-gym-verification-") as scratch:
