@@ -15,7 +15,10 @@ what that needs; ``_gym_runner_rare`` holds the rest. Standard library only.
 
 from __future__ import annotations
 
+import _io
 import _thread
+import atexit
+import gc
 import os
 import sys
 
@@ -27,6 +30,8 @@ KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
 
 _CO_VARIADIC = 0x04 | 0x08  # code object flags of *args and **kwargs (stable since Python 2)
 _PLAIN_FUNCTION = type(lambda: None)
+_MODULE = type(sys)
+_FILE = _io._IOBase  # what every file object is
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
 # the admin can read those files then), and, when it runs as root, the source of _gym_await.py as it
 # was before any code of the task ran; empty under stock Harbor, where the files are read as needed.
@@ -71,7 +76,7 @@ def late_module(name: str) -> Any:
         source = PRELOADED.get(f"{name}.py")
         if source is None:
             return __import__(name)
-        module = type(sys)(name)
+        module = _MODULE(name)
         module.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
         sys.modules[name] = module
         exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
@@ -120,7 +125,7 @@ def load_verify(here: str) -> Callable[..., Any]:
         source = _read(here, "verifier.py")
     except OSError as error:
         raise VerifierError(f"cannot read verifier.py beside test.sh ({error})") from None
-    module = type(sys)("verifier")
+    module = _MODULE("verifier")
     module.__file__ = path
     sys.modules["verifier"] = module  # dataclasses, pickle and friends look their module up here
     try:
@@ -267,6 +272,7 @@ def main(here: str) -> int:
             return 1
     _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
+    gc.freeze()  # what exists now is the runner's: ``end`` looks only at what the run made
     try:
         _forget_planted_rewards(logs_dir)
         text = reward_json(call_verify(load_verify(here), here))
@@ -285,3 +291,32 @@ def main(here: str) -> int:
         channel.send("reward", text)
     print(f"reward.json: {text}")
     return 0
+
+
+def end(status: int) -> int:
+    """Ends a successful run (``status`` 0) without the interpreter's teardown, which costs about
+    2-3 ms, a sixth of a bare start; returns ``status``, for a normal exit, where that could differ
+    from teardown in what Python promises, or the run failed.
+
+    A normal exit waits for other threads and runs ``atexit`` callbacks: with either, it is taken.
+    Otherwise the standard streams are flushed, every file the run left open is closed, newest first
+    (a wrapper before the file it wraps, as a gzip or text file needs), so that nothing written is
+    lost (teardown itself can lose a buffer held in a reference cycle: CPython issue 17852), and the
+    process ends. Other objects' ``__del__`` methods do not run then, which Python does not
+    promise at exit either (the data model's ``object.__del__``).
+    """
+    if status != 0 or atexit._ncallbacks() or _thread._count():
+        return status
+    try:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
+    except BaseException:  # normal exit flushes again, and says why it cannot
+        return status
+    for item in reversed(gc.get_objects()):  # only what the run made: the runner's are frozen
+        if issubclass(type(item), _FILE):
+            try:
+                item.close()
+            except Exception:  # teardown would print it, and go on
+                pass
+    os._exit(status)

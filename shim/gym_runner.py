@@ -17,6 +17,6 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if sys.path[:1] != [_here]:  # PYTHONSAFEPATH (3.11+) keeps the script's folder off sys.path
     sys.path.insert(0, _here)
 
-from _gym_runner import main
+from _gym_runner import end, main
 
-sys.exit(main(_here))
+sys.exit(end(main(_here)))

@@ -1,0 +1,100 @@
+"""How the runner ends a successful run: without the interpreter's teardown (``_gym_runner.end``),
+but only where nothing could tell. Each test names what teardown would have done, and checks it
+still happens; the first checks the teardown really is skipped.
+
+Some interpreters register an ``atexit`` callback as they start (this machine's 3.11 does, through
+a ``.pth`` file), and the runner then always exits normally: ``CLEAN_START`` drops those callbacks,
+so that the fast end is tried on every Python.
+"""
+
+from __future__ import annotations
+
+import gzip
+import textwrap
+
+CLEAN_START = "import atexit\natexit._clear()\n"
+# Prints TEARDOWN to the test's output as the interpreter tears down: an object only a module older
+# than the verifier (sys) holds, which teardown finalizes and the fast end does not.
+TEARDOWN_WITNESS = """
+import sys
+_namespace = {}  # its own globals: the witness must not keep the verifier's module alive
+exec("import os\\nclass Witness:\\n    def __del__(self, write=os.write):\\n        write(1, b'TEARDOWN\\\\n')\\n", _namespace)
+sys.teardown_witness = _namespace.pop("Witness")()
+del _namespace
+"""
+
+
+def _verifier(source: str) -> str:
+    return CLEAN_START + TEARDOWN_WITNESS + textwrap.dedent(source)
+
+
+def test_a_successful_run_ends_without_teardown_and_a_failed_one_with_it(run_shim):
+    run = run_shim(_verifier("def verify():\n    return 1.0\n"))
+    assert run.reward == {"reward": 1.0} and run.returncode == 0, run.output
+    assert "TEARDOWN" not in run.output
+    run = run_shim(_verifier("def verify():\n    raise ValueError('no')\n"))
+    assert run.reward is None and run.returncode == 1
+    assert "TEARDOWN" in run.output
+
+
+def test_files_the_run_left_open_lose_nothing(run_shim):
+    verifier = """
+    import gzip, os
+    from helper import NOTES
+    LOGS = os.environ["VERIFIER_LOGS_DIR"]
+    OPEN = open(os.path.join(LOGS, "module.txt"), "w")
+    class Holder:
+        file = open(os.path.join(LOGS, "class.txt"), "w")  # a class is always in a cycle
+    class Cycle:
+        def __init__(self):
+            self.me = self
+            self.file = open(os.path.join(LOGS, "cycle.txt"), "w")
+    ZIPPED = gzip.open(os.path.join(LOGS, "notes.gz"), "wt")  # its trailer is written by close()
+    def verify():
+        for handle in (OPEN, Holder.file, NOTES, Cycle().file, ZIPPED):
+            handle.write("x" * 100)  # less than a buffer: still in memory when verify returns
+        return 1
+    """
+    helper = 'import os\nos.makedirs(os.environ["VERIFIER_LOGS_DIR"])\nNOTES = open(os.path.join(os.environ["VERIFIER_LOGS_DIR"], "helper.txt"), "w")\n'
+    run = run_shim(_verifier(verifier), extra_files={"helper.py": helper})
+    assert run.reward == {"reward": 1}, run.output
+    assert "TEARDOWN" not in run.output
+    for name in ("module.txt", "class.txt", "helper.txt", "cycle.txt"):
+        assert (run.logs / name).read_text() == "x" * 100, name
+    assert gzip.decompress((run.logs / "notes.gz").read_bytes()) == b"x" * 100
+
+
+def test_atexit_callbacks_run(run_shim):
+    run = run_shim(_verifier("def verify():\n    atexit.register(print, 'callback ran')\n    return 1\n"))
+    assert run.reward == {"reward": 1}
+    assert "callback ran" in run.output and "TEARDOWN" in run.output
+
+
+def test_a_thread_still_running_is_waited_for(run_shim, tmp_path):
+    marker = tmp_path / "thread-finished"
+    verifier = f"""
+    import threading, time
+    def late():
+        time.sleep(0.3)
+        open({str(marker)!r}, "w").close()
+    def verify():
+        threading.Thread(target=late).start()
+        return 1
+    """
+    run = run_shim(_verifier(verifier))
+    assert run.reward == {"reward": 1}
+    assert marker.exists() and "TEARDOWN" in run.output
+
+
+def test_output_without_a_newline_is_not_lost(run_shim):
+    verifier = """
+    import sys
+    def verify():
+        print("to stdout", end="")
+        sys.stderr.write("to stderr")
+        sys.stdout = open("/dev/null", "w")  # what the verifier replaced is flushed too
+        return 1
+    """
+    run = run_shim(_verifier(verifier))
+    assert run.reward == {"reward": 1} and "TEARDOWN" not in run.output
+    assert "to stdout" in run.output and "to stderr" in run.output
