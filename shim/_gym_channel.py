@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from _gym_runner import VerifierError
+from _gym_runner import VerifierError, cached_name
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
@@ -199,15 +199,17 @@ def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
     server's setup is unusable.
 
     The inputs include the source of the runner's own modules that it may need once code of the
-    task has run (``LATE_MODULES``): read now, compiled from these bytes when needed, never from
-    the files, which code a root verify runs could rewrite meanwhile."""
+    task has run (``LATE_MODULES``), and their shipped bytecode for this interpreter where staged:
+    read now, loaded from these bytes when needed (``_gym_runner.late_module``), never from the
+    files, which code a root verify runs could rewrite meanwhile."""
     try:
         descriptor = int(os.environ.pop(REPORT_FD))
         key_file = os.environ.pop(KEY_FILE)
         deferred_file = os.environ.pop(DEFERRED_ENV, "")
         deferred = _read_and_remove(deferred_file, 1 << 20) if deferred_file else b""
         inputs: Dict[str, bytes] = {}
-        for name in INPUTS + LATE_MODULES:
+        bytecode = tuple(cached_name(name[: -len(".py")]) for name in LATE_MODULES)
+        for name in INPUTS + LATE_MODULES + bytecode:
             try:
                 with open(os.path.join(here, name), "rb") as handle:
                     inputs[name] = handle.read()

@@ -9,18 +9,21 @@ writes ``reward.json`` atomically and exits 0; any failure prints why and exits 
 file, which the server scores 0 as ``harbor:missing_reward``.
 
 Start-up time is a product feature (its overhead over a bare interpreter start is benchmarked) and
-this file is compiled afresh in every sandbox, so it holds the common path alone and imports only
-what that needs; ``_gym_runner_rare`` holds the rest. Standard library only.
+this file is compiled afresh in every sandbox, at about a microsecond per syntax node, so it holds
+the common path alone and imports only what that needs; ``_gym_runner_rare`` holds the rest,
+failures included. Annotations are strings, so that no ``from __future__`` import is run. Standard
+library only.
 """
 
-from __future__ import annotations
-
+import _imp
 import _io
 import _thread
 import atexit
 import gc
+import marshal
 import os
 import sys
+from _frozen_importlib_external import _RAW_MAGIC_NUMBER, MAGIC_NUMBER  # type: ignore[attr-defined]
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs more than this module
 if TYPE_CHECKING:
@@ -33,9 +36,9 @@ _PLAIN_FUNCTION = type(lambda: None)
 _MODULE = type(sys)
 _FILE = _io._IOBase  # what every file object is
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
-# the admin can read those files then), and, when it runs as root, the source of _gym_await.py as it
-# was before any code of the task ran; empty under stock Harbor, where the files are read as needed.
-PRELOADED: Dict[str, bytes] = {}
+# the admin can read those files then), and, when it runs as root, the source of the late modules
+# as it was before any code of the task ran; empty under stock Harbor, where files are read as needed.
+PRELOADED = {}  # type: Dict[str, bytes]
 MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
 
@@ -43,12 +46,12 @@ _RARE = "_gym_runner_rare"
 class VerifierError(Exception):
     """A failure of the verifier (the task author's or the agent's), reported in one message."""
 
-    def __init__(self, message: str, error: Optional[BaseException] = None) -> None:
+    def __init__(self, message: "str", error: "Optional[BaseException]" = None) -> None:
         super().__init__(message)
         self.error = error
 
 
-def plan_arguments(verify: Any, available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+def plan_arguments(verify: "Any", available: "Sequence[str]") -> "Tuple[List[Any], Dict[str, str]]":
     """Which supplied arguments ``verify`` gets, as ``(positional, keywords)`` (see
     ``_gym_runner_rare.plan_call``). Here only the common case, read from ``__code__``: a plain
     function whose parameters are all plain names the run supplies (no defaults, ``*``, ``**``,
@@ -66,7 +69,7 @@ def plan_arguments(verify: Any, available: Sequence[str]) -> Tuple[List[Any], Di
     return rare().plan_arguments(verify, available)  # type: ignore[no-any-return]
 
 
-def late_module(name: str) -> Any:
+def late_module(name: "str") -> "Any":
     """The runner's module ``name`` (``_gym_runner_rare``, ``_gym_await``), loaded on first use:
     compiled from the source ``_gym_channel.take_over`` read before any code of the task ran, when
     it did (code a root verify runs, or a program it started, could have rewritten the file since),
@@ -77,34 +80,48 @@ def late_module(name: str) -> Any:
         if source is None:
             return __import__(name)
         module = _MODULE(name)
-        module.__file__ = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        module.__file__ = path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
         sys.modules[name] = module
-        exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+        exec(_code(PRELOADED.get(cached_name(name), b""), source, path), module.__dict__)
     return module
 
 
-def rare() -> Any:
+def cached_name(module: "str") -> "str":
+    """Where, beside the runner, this interpreter's bytecode of the runner's ``module`` is staged."""
+    return f"__pycache__/{module}.{sys.implementation.cache_tag}.pyc"
+
+
+def _code(bytecode: "bytes", source: "bytes", path: "str") -> "Any":
+    """The code of ``source``: from ``bytecode`` when that is checked-hash bytecode of this very
+    source for this interpreter (what the import system accepts, PEP 552), else compiled."""
+    if bytecode[:16] == MAGIC_NUMBER + b"\x03\0\0\0" + _imp.source_hash(_RAW_MAGIC_NUMBER, source):
+        code = marshal.loads(bytecode[16:])
+        _imp._fix_co_filename(code, path)  # type: ignore[attr-defined]
+        return code
+    return compile(source, path, "exec", dont_inherit=True)
+
+
+def rare() -> "Any":
     return late_module(_RARE)
 
 
-def _exists(here: str, name: str) -> bool:
+def _exists(here: "str", name: "str") -> "bool":
     return name in PRELOADED if PRELOADED else os.path.exists(os.path.join(here, name))
 
 
-def _read(here: str, name: str) -> bytes:
+def _read(here: "str", name: "str") -> "bytes":
     if name in PRELOADED:
         return PRELOADED[name]
     with open(os.path.join(here, name), "rb") as handle:
         return handle.read()
 
 
-def _argument(name: str, here: str) -> Any:
+def _argument(name: "str", here: "str") -> "Any":
     if name in ("workspace", "state"):
         from pathlib import Path
 
         workspace = Path(os.getcwd())
         return workspace if name == "workspace" else {"workspace": workspace}
-    path = os.path.join(here, f"{name}.json")
     if name == "task_data" and not _exists(here, "task_data.json"):
         return {}
     import json
@@ -112,13 +129,13 @@ def _argument(name: str, here: str) -> Any:
     try:
         value = json.loads(_read(here, f"{name}.json").decode("utf-8"))
     except (OSError, ValueError) as error:
-        raise VerifierError(f"cannot read {name}.json ({path}): {error}") from None
-    if not isinstance(value, dict):
-        raise VerifierError(f"{name}.json ({path}) must hold a JSON object, not {type(value).__name__}")
+        value = error
+    if type(value) is not dict:
+        raise VerifierError(rare().bad_json(name, os.path.join(here, f"{name}.json"), value))
     return value
 
 
-def load_verify(here: str) -> Callable[..., Any]:
+def load_verify(here: "str") -> "Callable[..., Any]":
     """``verify`` from verifier.py in ``here``, run as module ``verifier`` (no importlib needed)."""
     path = os.path.join(here, "verifier.py")
     try:
@@ -135,14 +152,12 @@ def load_verify(here: str) -> Callable[..., Any]:
             raise
         raise VerifierError(f"importing verifier.py failed: {rare().describe(error)}", error) from None
     verify = module.__dict__.get("verify")
-    if verify is None:
-        raise VerifierError("verifier.py defines no `verify`")
     if not callable(verify):
-        raise VerifierError(f"`verify` in verifier.py is a {type(verify).__name__}, not a callable")
+        raise VerifierError(rare().not_a_verify(verify))
     return verify  # type: ignore[no-any-return]
 
 
-def wait(awaitable: Any) -> Any:
+def wait(awaitable: "Any") -> "Any":
     """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned),
     exactly as ``asyncio.run`` gives it, but without importing asyncio (most of an async verify's
     start-up) while the coroutine does not need an event loop: ``_gym_await`` drives it by hand,
@@ -158,11 +173,9 @@ def wait(awaitable: Any) -> Any:
     return late_module("_gym_await").run(awaitable)
 
 
-def call_verify(verify: Callable[..., Any], here: str) -> Any:
+def call_verify(verify: "Callable[..., Any]", here: "str") -> "Any":
     """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
-    available = [name for name in KNOWN_ARGUMENTS if name != "response"]
-    if _exists(here, "response.json"):
-        available.insert(2, "response")
+    available = [name for name in KNOWN_ARGUMENTS if name != "response" or _exists(here, "response.json")]
     positional, keywords = plan_arguments(verify, available)
     names = set(keywords.values()).union(item for item in positional if isinstance(item, str))
     values = {name: _argument(name, here) for name in names}
@@ -180,36 +193,34 @@ def call_verify(verify: Callable[..., Any], here: str) -> Any:
     return result
 
 
-def _simple_number(value: Any) -> Optional[str]:
-    """The JSON text of a plain finite int/float/bool, else ``None`` (the rare module decides)."""
+def _number_text(value: "Any") -> "Optional[str]":
+    """The JSON text of a plain finite int, float or bool a float can hold, else ``None`` (the rare
+    module decides): NaN fails both comparisons, as the infinities fail one."""
     kind = type(value)
-    if kind is float:
-        return repr(value) if value - value == 0 else None  # NaN and infinities fail x - x == 0
-    if kind is int and -(2**1023) < value < 2**1023:  # an int a float can hold
-        return str(value)
-    return str(int(value)) if kind is bool else None
+    if (kind is float or kind is int or kind is bool) and -1e308 < value < 1e308:
+        return repr(value if kind is float else int(value))
+    return None
 
 
-def reward_json(result: Any) -> str:
+def _plain_key(key: "Any") -> "bool":
+    # A string JSON needs no escape for: printable ASCII, without quotes or backslashes.
+    return type(key) is str and key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
+
+
+def reward_json(result: "Any") -> "str":
     """The text of ``reward.json`` for ``verify``'s result; ``VerifierError`` when it is not valid."""
-    number = _simple_number(result)
+    number = _number_text(result)
     if number is not None:
         return '{"reward": ' + number + "}"
-    if type(result) is dict and result and ("reward" in result or len(result) == 1):
-        items = []
-        for key, value in result.items():
-            number = _simple_number(value)
-            simple_key = type(key) is str and key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
-            if number is None or not simple_key:
-                break
-            items.append(f'"{key}": {number}')
-        else:
-            return "{" + ", ".join(items) + "}"
+    if type(result) is dict and ("reward" in result or len(result) == 1):
+        items = [(key, _number_text(value)) for key, value in result.items()]
+        if all(text is not None and _plain_key(key) for key, text in items):
+            return "{" + ", ".join(f'"{key}": {text}' for key, text in items) + "}"
     module = rare()
     return module.json_text(module.rewards_from_result(result))  # type: ignore[no-any-return]
 
 
-def write_reward(logs_dir: str, text: str) -> None:
+def write_reward(logs_dir: "str", text: "str") -> None:
     """Writes ``reward.json`` atomically (a temporary file in the same folder, then a rename)."""
     os.makedirs(logs_dir, exist_ok=True)
     temporary = os.path.join(logs_dir, f".reward.json.{os.getpid()}.tmp")
@@ -224,17 +235,7 @@ def write_reward(logs_dir: str, text: str) -> None:
     os.replace(temporary, os.path.join(logs_dir, "reward.json"))
 
 
-def _forget_planted_rewards(logs_dir: str) -> None:
-    # NeMo Gym's server empties the folder first; stock Harbor does not, so a reward the agent
-    # planted would stand whenever verify fails. A failed run must read as "no reward" under both.
-    for name in ("reward.json", "reward.txt"):
-        try:
-            os.unlink(os.path.join(logs_dir, name))
-        except FileNotFoundError:
-            pass
-
-
-def _set_up_sys_path(here: str) -> None:
+def _set_up_sys_path(here: "str") -> None:
     # test.sh starts Python with -E -S: no PYTHON* variable and no site-packages act before the
     # runner, so nothing the task's environment names (a PYTHONPATH into the workspace and its
     # sitecustomize.py) runs first. site runs here; the task's PYTHONPATH is honoured after the
@@ -254,7 +255,7 @@ def _set_up_sys_path(here: str) -> None:
         sys.path.extend(entry for entry in kept if entry not in sys.path)
 
 
-def main(here: str) -> int:
+def main(here: "str") -> "int":
     """Runs the verifier of the shim in ``here``; returns the process's exit status."""
     try:
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
@@ -274,26 +275,24 @@ def main(here: str) -> int:
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
     gc.freeze()  # what exists now is the runner's: ``end`` looks only at what the run made
     try:
-        _forget_planted_rewards(logs_dir)
+        # NeMo Gym's server empties the folder first; stock Harbor does not, so a reward the agent
+        # planted would stand whenever verify fails. A failed run must read as "no reward" under both.
+        for name in ("reward.json", "reward.txt"):
+            try:
+                os.unlink(os.path.join(logs_dir, name))
+            except FileNotFoundError:
+                pass
         text = reward_json(call_verify(load_verify(here), here))
         write_reward(logs_dir, text)
-    except VerifierError as error:
-        if channel is not None:  # first: printing the traceback imports modules
-            channel.send("error", str(error))
-        rare().print_error(error)
-        return 1
-    except OSError as error:
-        print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{MISSING_REWARD}")
-        if channel is not None:
-            channel.send("error", f"cannot write reward.json: {error}")
-        return 1
+    except (VerifierError, OSError) as error:
+        return rare().fail(error, logs_dir, channel)  # type: ignore[no-any-return]
     if channel is not None:
         channel.send("reward", text)
     print(f"reward.json: {text}")
     return 0
 
 
-def end(status: int) -> int:
+def end(status: "int") -> "int":
     """Ends a successful run (``status`` 0) without the interpreter's teardown, which costs about
     2-3 ms, a sixth of a bare start; returns ``status``, for a normal exit, where that could differ
     from teardown in what Python promises, or the run failed.

@@ -12,11 +12,13 @@ import numbers
 import os
 import sys
 
-from _gym_runner import _PLAIN_FUNCTION, KNOWN_ARGUMENTS, VerifierError
+from _gym_runner import _PLAIN_FUNCTION, KNOWN_ARGUMENTS, MISSING_REWARD, VerifierError
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Sequence, Tuple
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+    from _gym_channel import Reporter
 
     Parameter = Tuple[str, int, bool, Any]
 
@@ -135,6 +137,35 @@ def wait(awaitable: Any) -> Any:
     return asyncio.run(_wait_for(awaitable))
 
 
+def not_a_verify(verify: Any) -> str:
+    """Why what verifier.py calls ``verify`` (``None`` when it defines none) cannot be called."""
+    if verify is None:
+        return "verifier.py defines no `verify`"
+    return f"`verify` in verifier.py is a {type(verify).__name__}, not a callable"
+
+
+def bad_json(name: str, path: str, value: Any) -> str:
+    """Why ``name``.json (at ``path``) gives no argument: it could not be read or parsed (``value`` is
+    the error), or it holds ``value``, which is not an object."""
+    if isinstance(value, (OSError, ValueError)):
+        return f"cannot read {name}.json ({path}): {value}"
+    return f"{name}.json ({path}) must hold a JSON object, not {type(value).__name__}"
+
+
+def fail(error: BaseException, logs_dir: str, channel: Optional[Reporter]) -> int:
+    """Reports a failed run (``VerifierError``, or an ``OSError`` writing the reward) to the server's
+    channel, when there is one, then in the test's output; returns the exit status, 1."""
+    if isinstance(error, VerifierError):
+        if channel is not None:  # first: printing the traceback imports modules
+            channel.send("error", str(error))
+        print_error(error)
+        return 1
+    if channel is not None:
+        channel.send("error", f"cannot write reward.json: {error}")
+    print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{MISSING_REWARD}")
+    return 1
+
+
 def describe(error: BaseException) -> str:
     if isinstance(error, SystemExit):
         return f"SystemExit({error.code!r})"
@@ -227,4 +258,4 @@ def print_error(error: VerifierError) -> None:
             ]
         )
         print("".join(report.format()), end="")
-    print("no reward written: the run scores 0 (harbor:missing_reward)")
+    print(MISSING_REWARD)

@@ -18,12 +18,12 @@ tried=""
 # the interpreter belong to root and nobody else can write them, and every folder further up
 # belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
 # so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
-# interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it); the rest is
-# builtins.
+# interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it), exec'd by the
+# command substitution's subshell rather than forked once more; the rest is builtins.
 root_may_run() {
   local dir=${1%/*} above=() line index=0 special mode modes
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
-  modes=$(PATH=$system_path stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
+  modes=$(PATH=$system_path exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
   while IFS= read -r line; do
     index=$((index + 1))
     case "$line" in

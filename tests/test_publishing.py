@@ -219,16 +219,19 @@ def test_a_root_verifier_is_copied_into_each_task_and_rows_become_tasks(tmp_path
 
 
 def published_files(out: Path, task_id: str) -> List[str]:
-    """The published task's files, the SDK folder of the shim counted once."""
+    """The published task's files, the SDK folder of the shim counted once, and the shim's shipped
+    bytecode as one ``tests/__pycache__`` entry (it is checked where staging is)."""
     folder = out / task_id
-    return sorted(
-        path.relative_to(folder).as_posix()
-        for path in folder.rglob("*")
-        if path.is_file() and "nemo_gym" not in path.relative_to(folder).parts
-    )
+    names = set()
+    for path in folder.rglob("*"):
+        parts = path.relative_to(folder).parts
+        if path.is_file() and "nemo_gym" not in parts:
+            names.add("/".join(parts[: parts.index("__pycache__") + 1]) if "__pycache__" in parts else "/".join(parts))
+    return sorted(names)
 
 
 SHIM_NAMES = [
+    "__pycache__",
     "_gym_await.py",
     "_gym_channel.py",
     "_gym_runner.py",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import marshal
+import sys
 from pathlib import Path
 
 import pytest
@@ -410,9 +413,20 @@ def test_modules_planted_in_the_workspace_change_nothing(run_shim):
         "nemo_gym/__init__.py": planted,
         "nemo_gym/verifiers/__init__.py": planted,
     }
+    # Bytecode too, which Python loads without its source (json.pyc) or trusts without checking it
+    # (unchecked-hash __pycache__ files), had the workspace been on sys.path.
+    tag = sys.implementation.cache_tag
+    unchecked = importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4, "little") + bytes(8)
+    code = marshal.dumps(compile(planted, "planted", "exec"))
+    bytecode = {"json.pyc": unchecked + code, f"__pycache__/json.{tag}.pyc": unchecked + code}
+    bytecode[f"__pycache__/_gym_runner.{tag}.pyc"] = unchecked + code
     for pythonpath in (None, ".", ":", "./"):
         env = {} if pythonpath is None else {"PYTHONPATH": pythonpath}
         run = run_shim(verifier, {"answer": "42"}, workspace_files=workspace, env=env)
+        for name, data in bytecode.items():
+            (run.workspace / name).parent.mkdir(exist_ok=True)
+            (run.workspace / name).write_bytes(data)
+        run = run.again()
         assert run.reward == {"reward": True}, (pythonpath, run.output)
         assert "planted" not in run.output
 

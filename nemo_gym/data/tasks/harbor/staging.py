@@ -22,9 +22,10 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES, sdk_files, shim_dir
+from nemo_gym.data.tasks.harbor.bytecode import shipped
 
 # Fixed archive metadata: the same inputs must give the same bytes, whoever stages them, whenever.
 _MTIME = 0
@@ -57,15 +58,19 @@ class ShimFile:
     mode: int = _REGULAR
 
 
+def static_sources() -> Dict[str, bytes]:
+    """test.sh, the runner and the SDK copy, by their names in /tests."""
+    folder = shim_dir()
+    return {**{name: (folder / name).read_bytes() for name in SHIM_FILES}, **dict(sdk_files())}
+
+
 @functools.lru_cache(maxsize=None)
 def static_files() -> Tuple[ShimFile, ...]:
-    """test.sh, the runner and the SDK copy: read once per process, shared by every staging."""
-    folder = shim_dir()
-    files = [
-        ShimFile(name, (folder / name).read_bytes(), _EXECUTABLE if name.endswith(".sh") else _REGULAR)
-        for name in SHIM_FILES
-    ]
-    files.extend(ShimFile(name, data) for name, data in sdk_files())
+    """test.sh, the runner, the SDK copy and their shipped bytecode (``bytecode``): read once per
+    process, shared by every staging."""
+    sources = static_sources()
+    files = [ShimFile(name, data, _EXECUTABLE if name.endswith(".sh") else _REGULAR) for name, data in sources.items()]
+    files.extend(ShimFile(name, data) for name, data in shipped(sources).items())
     return tuple(sorted(files, key=lambda file: file.name))
 
 
@@ -294,6 +299,7 @@ __all__ = [
     "stage_archive",
     "stage_shim",
     "static_files",
+    "static_sources",
     "task_part",
     "task_test_files",
 ]

@@ -1,0 +1,119 @@
+"""Bytecode shipped with the shim: the modules staged into ``/tests`` compiled ahead of time for each
+CPython the shim supports, so that a sandbox's interpreter loads them instead of compiling them in
+every run. ``/tests`` is fresh in every sandbox and the runner starts with ``-B``, so nothing is
+ever cached there: compiling the runner alone costs a cold interpreter 3-5 ms, a quarter of a bare
+start, and a verifier that imports the SDK pays as much again.
+
+Each file is a checked-hash ``.pyc`` (PEP 552): the interpreter uses it only while the source hash
+it holds matches the staged ``.py`` beside it, and compiles that source otherwise. Stale bytecode
+costs time, never correctness; ``tests/test_bytecode.py`` keeps it fresh on every Python of the
+matrix. After changing the shim or the SDK, regenerate it (the interpreters default to pyenv's
+3.8-3.13 builds)::
+
+    python -m nemo_gym.data.tasks.harbor.bytecode [PYTHON ...]
+
+The files live in the shim's ``bytecode/<cache tag>/`` folder (``cpython-312``), named as their
+source is staged, with ``.pyc`` for ``.py``; staging puts each where its interpreter looks for it,
+``__pycache__/<module>.<cache tag>.pyc`` beside the source.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence
+
+from nemo_gym.data.tasks.harbor._resources import shim_dir
+
+# The interpreters the shim supports, by the cache tag their bytecode carries.
+CACHE_TAGS = ("cpython-38", "cpython-39", "cpython-310", "cpython-311", "cpython-312", "cpython-313")
+# gym_runner.py is the script test.sh runs: Python compiles a script every time and caches none.
+_SCRIPTS = frozenset(["gym_runner.py"])
+# What each interpreter runs, given the laid-out folder and where to write: checked-hash bytecode
+# for every module in it, named by source path relative to the folder.
+_COMPILE = """
+import os, py_compile, sys
+folder, out = sys.argv[1:3]
+for name in sys.argv[3:]:
+    target = os.path.join(out, sys.implementation.cache_tag, name[:-3] + ".pyc")
+    py_compile.compile(os.path.join(folder, name), cfile=target, dfile="/tests/" + name, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+"""
+
+
+def bytecode_dir() -> Path:
+    return shim_dir() / "bytecode"
+
+
+def compiled_names(names: Iterable[str]) -> List[str]:
+    """Which of the staged files ``names`` an interpreter imports, and so has bytecode shipped."""
+    return sorted(name for name in names if name.endswith(".py") and name not in _SCRIPTS)
+
+
+def cache_name(name: str, tag: str) -> str:
+    """Where an interpreter of cache tag ``tag`` looks for the bytecode of the staged ``name``."""
+    folder, _, file = name.rpartition("/")
+    return f"{folder + '/' if folder else ''}__pycache__/{file[: -len('.py')]}.{tag}.pyc"
+
+
+def shipped(names: Iterable[str]) -> Dict[str, bytes]:
+    """The shipped bytecode of the staged modules ``names``: staged name -> content."""
+    root = bytecode_dir()
+    files = {}
+    for tag in CACHE_TAGS:
+        for name in compiled_names(names):
+            path = root / tag / (name[: -len(".py")] + ".pyc")
+            if path.is_file():
+                files[cache_name(name, tag)] = path.read_bytes()
+    return files
+
+
+def build(pythons: Sequence[str], sources: Dict[str, bytes], out: Path) -> None:
+    """Compiles the staged modules ``sources`` (name -> content) with each interpreter of
+    ``pythons`` into ``out/<cache tag>/``, replacing what each tag held."""
+    names = compiled_names(sources)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) / "tests"
+        for name in names:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(sources[name])
+        for python in pythons:
+            fresh = Path(scratch) / "out"
+            shutil.rmtree(fresh, ignore_errors=True)
+            subprocess.run([python, "-I", "-c", _COMPILE, str(folder), str(fresh), *names], check=True)
+            for tagged in fresh.iterdir():
+                if tagged.name not in CACHE_TAGS:
+                    raise SystemExit(f"{python} is {tagged.name}; the shim supports {', '.join(CACHE_TAGS)}")
+                shutil.rmtree(out / tagged.name, ignore_errors=True)
+                shutil.copytree(tagged, out / tagged.name)
+
+
+def _pyenv_pythons() -> List[str]:
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = []
+    for tag in CACHE_TAGS:
+        version = f"3.{tag[len('cpython-3') :]}"
+        matches = sorted((root / "versions").glob(f"{version}.*/bin/python{version}"))
+        if not matches:
+            raise SystemExit(f"no pyenv build of Python {version} under {root}; name the interpreters instead")
+        found.append(str(matches[-1]))
+    return found
+
+
+def main(argv: Sequence[str]) -> int:
+    from nemo_gym.data.tasks.harbor.staging import static_sources
+
+    pythons = list(argv) or _pyenv_pythons()
+    build(pythons, static_sources(), bytecode_dir())
+    print(f"bytecode for {len(pythons)} interpreters written to {bytecode_dir()}")
+    return 0
+
+
+__all__ = ["CACHE_TAGS", "build", "bytecode_dir", "cache_name", "compiled_names", "main", "shipped"]
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+"""The shim's shipped bytecode (``nemo_gym/data/tasks/harbor/bytecode.py``): there for every
+supported interpreter, fresh for this one, loaded by the runner and the SDK, and never loaded once
+the source beside it differs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import marshal
+import subprocess
+import sys
+from pathlib import Path
+
+from nemo_gym.data.tasks.harbor._resources import shim_dir
+from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, bytecode_dir, cache_name, compiled_names
+from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files, static_files, static_sources
+
+REGENERATE = "regenerate it with `python -m nemo_gym.data.tasks.harbor.bytecode`"
+_CHECKED_HASH = 0b11  # PEP 552 flags: hash-based, checked against the source
+
+
+def test_every_supported_interpreter_has_bytecode_for_every_module_and_no_other():
+    assert sorted(path.name for path in bytecode_dir().iterdir()) == sorted(CACHE_TAGS), REGENERATE
+    expected = {name[: -len(".py")] + ".pyc" for name in compiled_names(static_sources())}
+    assert "_gym_runner.pyc" in expected and "nemo_gym/verifiers/_match.pyc" in expected
+    for tag in CACHE_TAGS:
+        folder = bytecode_dir() / tag
+        found = {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+        assert found == expected, f"{tag}: {REGENERATE}"
+
+
+def test_this_interpreters_bytecode_is_checked_and_matches_the_staged_sources():
+    sources = static_sources()
+    for name in compiled_names(sources):
+        data = (bytecode_dir() / sys.implementation.cache_tag / (name[: -len(".py")] + ".pyc")).read_bytes()
+        assert data[:4] == importlib.util.MAGIC_NUMBER, f"{name}: {REGENERATE}"
+        assert int.from_bytes(data[4:8], "little") == _CHECKED_HASH, f"{name} must be checked-hash: {REGENERATE}"
+        assert data[8:16] == importlib.util.source_hash(sources[name]), f"{name} changed since: {REGENERATE}"
+
+
+def test_staging_puts_it_where_each_interpreter_looks():
+    staged = {file.name for file in static_files()}
+    for tag in CACHE_TAGS:
+        assert cache_name("_gym_runner.py", tag) == f"__pycache__/_gym_runner.{tag}.pyc"
+        assert f"__pycache__/_gym_runner.{tag}.pyc" in staged
+        assert f"nemo_gym/verifiers/__pycache__/files.{tag}.pyc" in staged
+    assert not any(name.startswith("__pycache__/gym_runner.") for name in staged)  # a script: never cached
+
+
+def _run_verbose(tmp_path: Path, verifier: bytes) -> subprocess.CompletedProcess:
+    """gym_runner.py as test.sh starts it, with -v: Python names each bytecode file it loads."""
+    tests, workspace, logs = tmp_path / "tests", tmp_path / "workspace", tmp_path / "logs"
+    lay_out(tests, shim_files(verifier, {}))
+    workspace.mkdir()
+    return subprocess.run(
+        [sys.executable, "-v", "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=workspace,
+        env={"VERIFIER_LOGS_DIR": str(logs), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_runner_and_the_sdk_load_it(tmp_path: Path):
+    verifier = b"from nemo_gym.verifiers import exact_match\ndef verify():\n    return exact_match('a', 'a')\n"
+    completed = _run_verbose(tmp_path, verifier)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": True}
+    tag = sys.implementation.cache_tag
+    for name in ("_gym_runner.py", "nemo_gym/verifiers/__init__.py", "nemo_gym/verifiers/_match.py"):
+        assert f"code object from '{tmp_path / 'tests' / cache_name(name, tag)}'" in completed.stderr, name
+
+
+def test_bytecode_whose_source_changed_is_not_used(tmp_path: Path):
+    """Only checked-hash bytecode ships: a staged runner that differs from its bytecode runs as written."""
+    tests = tmp_path / "tests"
+    lay_out(tests, shim_files(b"def verify():\n    return 1\n", {}))
+    runner = tests / "_gym_runner.py"
+    source = runner.read_text()
+    assert 'print(f"reward.json: {text}")' in source
+    runner.write_text(source.replace('print(f"reward.json: {text}")', 'print(f"edited, reward.json: {text}")'))
+    (tmp_path / "workspace").mkdir()
+    completed = subprocess.run(
+        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=tmp_path / "workspace",
+        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stdout
+    assert 'edited, reward.json: {"reward": 1}' in completed.stdout
+
+
+def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_match():
+    """The server's root runner loads a late module from bytes it read before any code of the task
+    ran (``_gym_runner.late_module``): from the bytecode among them when that was compiled from
+    this very source, as the import system would check it, and from the source otherwise."""
+    spec = importlib.util.spec_from_file_location("_gym_runner_under_test", shim_dir() / "_gym_runner.py")
+    assert spec is not None and spec.loader is not None
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    source = static_sources()["_gym_await.py"]
+    shipped = (bytecode_dir() / sys.implementation.cache_tag / "_gym_await.pyc").read_bytes()
+    assert runner.cached_name("_gym_await") == cache_name("_gym_await.py", sys.implementation.cache_tag)
+    # The shipped header with other code behind it shows which of the two was run.
+    marked = shipped[:16] + marshal.dumps(compile("LOADED_FROM = 'bytecode'", "marked", "exec"))
+    # (the bytecode read, the source read, what ran): a source one byte longer, or no bytecode, compiles
+    for bytecode, given, expected in (
+        (marked, source, "bytecode"),
+        (marked, source + b"\n", None),
+        (b"", source, None),
+    ):
+        code = runner._code(bytecode, given, "/tests/_gym_await.py")
+        assert code.co_filename == "/tests/_gym_await.py"
+        namespace: dict = {}
+        exec(code, namespace)
+        assert namespace.get("LOADED_FROM") == expected
+        assert ("run" in namespace) == (expected is None)
