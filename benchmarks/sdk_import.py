@@ -7,9 +7,10 @@ of the machine's noise. Target (SPEC section 11): at most 1.3x.
 
 The SDK is imported from a copy laid out as staging lays it out in a sandbox (an empty
 ``nemo_gym/__init__.py`` beside ``nemo_gym/verifiers/``). The main columns import it with its
-``.pyc`` cached, as an installed package is; the last two import it as the sandbox's runner does,
-with ``-B`` from a copy that has no ``__pycache__``, so its source is compiled on every run (the
-interpreter's own start still reads the standard library's cached bytecode). The "+ call" column
+``.pyc`` cached, as an installed package is and as a sandbox has it from the shim's shipped
+bytecode; the last two import it with ``-B`` from a copy that has no ``__pycache__``, so its source
+is compiled on every run, as in a sandbox whose Python has no shipped bytecode (the interpreter's
+own start still reads the standard library's cached bytecode). The "+ call" column
 also calls the helper once, which loads what the call needs (``re``, ``fractions``...): for
 information, not held to the target.
 
@@ -109,7 +110,7 @@ def main() -> int:
     )
     print(
         "| Python | bare `-c pass` | import | ratio | target | import + call | ratio | "
-        "`-B`, no `.pyc` (sandbox) | ratio |"
+        "`-B`, no `.pyc` (no shipped bytecode) | ratio |"
     )
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
     worst = 0.0

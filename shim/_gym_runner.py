@@ -27,7 +27,7 @@ from _frozen_importlib_external import _RAW_MAGIC_NUMBER, MAGIC_NUMBER  # type: 
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs more than this module
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
 
@@ -35,10 +35,12 @@ _CO_VARIADIC = 0x04 | 0x08  # code object flags of *args and **kwargs (stable si
 _PLAIN_FUNCTION = type(lambda: None)
 _MODULE = type(sys)
 _FILE = _io._IOBase  # what every file object is
+_EXTENSIONS = tuple(_imp.extension_suffixes())
+_BEFORE_RUN: "Set[str]" = set()  # the modules loaded before verifier.py (see main)
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
 # the admin can read those files then), and, when it runs as root, the source of the late modules
 # as it was before any code of the task ran; empty under stock Harbor, where files are read as needed.
-PRELOADED = {}  # type: Dict[str, bytes]
+PRELOADED: "Dict[str, bytes]" = {}
 MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
 
@@ -273,6 +275,7 @@ def main(here: "str") -> "int":
             return 1
     _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
+    _BEFORE_RUN.update(sys.modules)
     gc.freeze()  # what exists now is the runner's: ``end`` looks only at what the run made
     try:
         # NeMo Gym's server empties the folder first; stock Harbor does not, so a reward the agent
@@ -294,17 +297,18 @@ def main(here: "str") -> "int":
 
 def end(status: "int") -> "int":
     """Ends a successful run (``status`` 0) without the interpreter's teardown, which costs about
-    2-3 ms, a sixth of a bare start; returns ``status``, for a normal exit, where that could differ
-    from teardown in what Python promises, or the run failed.
+    2-3 ms, a sixth of a bare start, where nothing the run left behind needs it; returns ``status``,
+    for a normal exit, otherwise, and after a failure.
 
-    A normal exit waits for other threads and runs ``atexit`` callbacks: with either, it is taken.
-    Otherwise the standard streams are flushed, every file the run left open is closed, newest first
-    (a wrapper before the file it wraps, as a gzip or text file needs), so that nothing written is
-    lost (teardown itself can lose a buffer held in a reference cycle: CPython issue 17852), and the
-    process ends. Other objects' ``__del__`` methods do not run then, which Python does not
+    Teardown is needed, and taken, when the run leaves: an ``atexit`` callback; another thread (a
+    normal exit waits for it); a file open for writing (teardown flushes and closes it, a wrapper
+    before the file it wraps, which no order found from outside can promise); or C code of its
+    own, an extension module from outside the standard library or ``ctypes`` (the C library's own
+    output buffers are flushed only by a normal exit). Otherwise the standard streams are flushed
+    and the process ends: other objects' ``__del__`` methods do not run then, which Python does not
     promise at exit either (the data model's ``object.__del__``).
     """
-    if status != 0 or atexit._ncallbacks() or _thread._count():
+    if status != 0 or atexit._ncallbacks() or _thread._count() or _left_behind():
         return status
     try:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -312,10 +316,27 @@ def end(status: "int") -> "int":
                 stream.flush()
     except BaseException:  # normal exit flushes again, and says why it cannot
         return status
-    for item in reversed(gc.get_objects()):  # only what the run made: the runner's are frozen
+    os._exit(status)
+
+
+def _left_behind() -> "bool":
+    """Whether the run left a file open for writing, or loaded C code of its own (see ``end``)."""
+    for item in gc.get_objects():  # only what the run made: the runner's own objects are frozen
         if issubclass(type(item), _FILE):
             try:
-                item.close()
-            except Exception:  # teardown would print it, and go on
-                pass
-    os._exit(status)
+                if not item.closed and item.writable():
+                    return True
+            except Exception:  # a file that cannot say: teardown decides
+                return True
+    library = os.path.dirname(getattr(os, "__file__", None) or os.sep) + os.sep  # the standard library's folder
+    for name in set(sys.modules).difference(_BEFORE_RUN):
+        if name in ("ctypes", "_ctypes"):
+            return True
+        try:  # read past the module's own attribute lookup: a lazy module would load itself
+            path = object.__getattribute__(sys.modules[name], "__dict__").get("__file__")
+        except Exception:
+            continue
+        foreign = type(path) is str and (not path.startswith(library) or "-packages" + os.sep in path)
+        if foreign and path.endswith(_EXTENSIONS):  # outside it, or in its site- or dist-packages
+            return True
+    return False
