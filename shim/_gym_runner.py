@@ -8,9 +8,10 @@ be a finite number or a dict of finite numbers with a ``reward`` key or exactly 
 writes ``reward.json`` atomically and exits 0; any failure prints why and exits 1 with no reward
 file, which the server scores 0 as ``harbor:missing_reward``.
 
-Start-up time is a product feature (its overhead over a bare interpreter start is benchmarked) and
-this file is compiled afresh in every sandbox, at about a microsecond per syntax node, so it holds
-the common path alone and imports only what that needs; ``_gym_runner_rare`` holds the rest,
+Start-up time is a product feature (its overhead over a bare interpreter start is benchmarked).
+This file loads from the shim's shipped bytecode where the interpreter has some (3.8-3.13), and is
+compiled afresh in every sandbox elsewhere, at about a microsecond per syntax node; so it holds the
+common path alone and imports only what that needs, and ``_gym_runner_rare`` holds the rest,
 failures included. Annotations are strings, so that no ``from __future__`` import is run. Standard
 library only.
 """
@@ -38,8 +39,8 @@ _FILE = _io._IOBase  # what every file object is
 _EXTENSIONS = tuple(_imp.extension_suffixes())
 _BEFORE_RUN: "Set[str]" = set()  # the modules loaded before verifier.py (see main)
 # The runner's own inputs as NeMo Gym's run step let it read them, before it switched users (only
-# the admin can read those files then), and, when it runs as root, the source of the late modules
-# as it was before any code of the task ran; empty under stock Harbor, where files are read as needed.
+# the admin can read those files then), and the source and bytecode of the late modules as they
+# were before any code of the task ran; empty under stock Harbor, where files are read as needed.
 PRELOADED: "Dict[str, bytes]" = {}
 MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
