@@ -1,6 +1,6 @@
 """How the runner ends a successful run: without the interpreter's teardown (``_gym_runner.end``),
-but only where nothing could tell. Each test names what teardown would have done, and checks it
-still happens; the first checks the teardown really is skipped.
+but only where nothing the run left behind needs it. The first test checks the teardown really is
+skipped; each other names something that needs it and checks the run keeps it.
 
 Some interpreters register an ``atexit`` callback as they start (this machine's 3.11 does, through
 a ``.pth`` file), and the runner then always exits normally: ``CLEAN_START`` drops those callbacks,
@@ -18,7 +18,7 @@ CLEAN_START = "import atexit\natexit._clear()\n"
 # than the verifier (sys) holds, which teardown finalizes and the fast end does not.
 TEARDOWN_WITNESS = """
 import sys
-_namespace = {}  # its own globals: the witness must not keep the verifier's module alive
+_namespace = {}
 exec("import os\\nclass Witness:\\n    def __del__(self, write=os.write):\\n        write(1, b'TEARDOWN\\\\n')\\n", _namespace)
 sys.teardown_witness = _namespace.pop("Witness")()
 del _namespace
