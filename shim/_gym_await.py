@@ -12,6 +12,8 @@ import _contextvars
 import _thread
 import sys
 
+from _gym_runner import _wait_for
+
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
     from typing import Any, Optional, Tuple
@@ -21,10 +23,6 @@ def run(awaitable: Any) -> Any:
     """The result of ``awaitable``, as ``asyncio.run`` gives it: driven by hand while it needs no
     event loop, on a loop of its own from the moment it imports asyncio (see ``_Drive``)."""
     return _Drive(_wait_for(awaitable)).run()
-
-
-async def _wait_for(awaitable: Any) -> Any:
-    return await awaitable
 
 
 class _Drive:

@@ -129,12 +129,13 @@ def _argument(name: "str", here: "str") -> "Any":
         return {}
     import json
 
+    path = os.path.join(here, f"{name}.json")
     try:
         value = json.loads(_read(here, f"{name}.json").decode("utf-8"))
     except (OSError, ValueError) as error:
-        value = error
+        raise VerifierError(rare().bad_json(name, path, error)) from None
     if type(value) is not dict:
-        raise VerifierError(rare().bad_json(name, os.path.join(here, f"{name}.json"), value))
+        raise VerifierError(rare().bad_json(name, path, value))
     return value
 
 
@@ -174,6 +175,11 @@ def wait(awaitable: "Any") -> "Any":
     if "asyncio" in sys.modules or sys.version_info >= (3, 14) or _thread._count():
         return rare().wait(awaitable)
     return late_module("_gym_await").run(awaitable)
+
+
+async def _wait_for(awaitable: "Any") -> "Any":
+    # A coroutine around any awaitable (asyncio.run and the hand drive take coroutines only).
+    return await awaitable
 
 
 def call_verify(verify: "Callable[..., Any]", here: "str") -> "Any":

@@ -12,7 +12,7 @@ import numbers
 import os
 import sys
 
-from _gym_runner import _PLAIN_FUNCTION, KNOWN_ARGUMENTS, MISSING_REWARD, VerifierError
+from _gym_runner import _PLAIN_FUNCTION, KNOWN_ARGUMENTS, MISSING_REWARD, VerifierError, _wait_for
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
@@ -123,10 +123,6 @@ def signature_parameters(function: Any) -> List[Parameter]:
         (p.name, int(p.kind), p.default is not p.empty, None if p.default is p.empty else p.default)
         for p in signature.parameters.values()
     ]
-
-
-async def _wait_for(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def wait(awaitable: Any) -> Any:

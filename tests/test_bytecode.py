@@ -95,7 +95,7 @@ def test_bytecode_whose_source_changed_is_not_used(tmp_path: Path):
     assert 'edited, reward.json: {"reward": 1}' in completed.stdout
 
 
-def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_match():
+def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_match(monkeypatch):
     """The server's root runner loads a late module from bytes it read before any code of the task
     ran (``_gym_runner.late_module``): from the bytecode among them when that was compiled from
     this very source, as the import system would check it, and from the source otherwise."""
@@ -103,6 +103,7 @@ def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_mat
     assert spec is not None and spec.loader is not None
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
+    monkeypatch.setitem(sys.modules, "_gym_runner", runner)  # what the late module imports from
     source = static_sources()["_gym_await.py"]
     shipped = (bytecode_dir() / sys.implementation.cache_tag / "_gym_await.pyc").read_bytes()
     assert runner.cached_name("_gym_await") == cache_name("_gym_await.py", sys.implementation.cache_tag)

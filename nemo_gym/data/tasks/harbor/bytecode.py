@@ -55,7 +55,8 @@ def compiled_names(names: Iterable[str]) -> List[str]:
 
 
 def cache_name(name: str, tag: str) -> str:
-    """Where an interpreter of cache tag ``tag`` looks for the bytecode of the staged ``name``."""
+    """Where an interpreter of cache tag ``tag`` looks for the bytecode of the staged ``name`` (in the
+    sandbox, ``_gym_runner.cached_name`` says the same for the runner's late modules)."""
     folder, _, file = name.rpartition("/")
     return f"{folder + '/' if folder else ''}__pycache__/{file[: -len('.py')]}.{tag}.pyc"
 
@@ -63,9 +64,10 @@ def cache_name(name: str, tag: str) -> str:
 def shipped(names: Iterable[str]) -> Dict[str, bytes]:
     """The shipped bytecode of the staged modules ``names``: staged name -> content."""
     root = bytecode_dir()
+    modules = compiled_names(names)
     files = {}
     for tag in CACHE_TAGS:
-        for name in compiled_names(names):
+        for name in modules:
             path = root / tag / (name[: -len(".py")] + ".pyc")
             if path.is_file():
                 files[cache_name(name, tag)] = path.read_bytes()
