@@ -161,3 +161,35 @@ def test_an_installed_wheel_stages_the_shim(tmp_path):
         env={"PATH": str(tmp_path / "bin"), "VERIFIER_LOGS_DIR": str(logs)},
     )
     assert (logs / "reward.json").read_text().strip() == '{"reward": 0.5}'
+
+
+def test_each_run_archive_holds_its_own_secrets_and_nothing_else():
+    """The files' blocks are built once per plan; the run's key never is: two runs of one plan each
+    carry their own key, in their own out folder, readable by root alone, and every file lands in
+    place with its run mode."""
+    files = tuple(shim_files(VERIFIER, {"x": 1}))
+    archives = [
+        staging.run_archive(files, top="tests", stage="unused", private={"key": key}, out=out)
+        for key, out in ((b"first-key", ".gym-out-1"), (b"second-key", ".gym-out-2"))
+    ]
+    for archive, key, out in zip(archives, (b"first-key", b"second-key"), (".gym-out-1", ".gym-out-2")):
+        assert len(archive) % tarfile.RECORDSIZE == 0
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            found = {member.name: member for member in tar.getmembers()}
+            assert tar.extractfile(found[f"tests/{out}/key"]).read() == key
+            assert [name for name in found if ".gym-out" in name] == [f"tests/{out}", f"tests/{out}/key"]
+            assert found[f"tests/{out}/key"].mode == 0o400
+            assert found["tests"].mode == found[f"tests/{out}"].mode == 0o700
+            assert found["tests/verifier.py"].mode == 0o600 and found["tests/test.sh"].mode == 0o755
+            for file in files:
+                assert tar.extractfile(found[f"tests/{file.name}"]).read() == file.data
+            assert sorted(found) == sorted({"tests", f"tests/{out}", f"tests/{out}/key"} | _with_folders(files))
+            assert b"first-key" not in archive or key == b"first-key"
+
+
+def _with_folders(files) -> set:
+    names = set()
+    for file in files:
+        parts = f"tests/{file.name}".split("/")
+        names.update("/".join(parts[: index + 1]) for index in range(1, len(parts)))
+    return names
