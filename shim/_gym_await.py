@@ -6,8 +6,6 @@ every run that loads that module 1-3 ms of compiling. ``wait`` loads it (and not
 to drive a coroutine by hand; on NeMo Gym's server from the source ``take_over`` read before any
 code of the task ran (``_gym_runner.late_module``). Standard library only."""
 
-from __future__ import annotations
-
 import _contextvars
 import _thread
 import sys
@@ -19,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any, Optional, Tuple
 
 
-def run(awaitable: Any) -> Any:
+def run(awaitable: "Any") -> "Any":
     """The result of ``awaitable``, as ``asyncio.run`` gives it: driven by hand while it needs no
     event loop, on a loop of its own from the moment it imports asyncio (see ``_Drive``)."""
     return _Drive(_wait_for(awaitable)).run()
@@ -43,7 +41,7 @@ class _Drive:
       default executor shut down, and the loop closed.
     """
 
-    def __init__(self, coroutine: Any) -> None:
+    def __init__(self, coroutine: "Any") -> None:
         self.coroutine = coroutine
         self.context = _contextvars.copy_context()
         self.thread: Optional[int] = _thread.get_ident()  # None once the drive is over
@@ -55,7 +53,7 @@ class _Drive:
         # of "yield", "return" and "raise".
         self.pending: Optional[Tuple[str, Any]] = None
 
-    def run(self) -> Any:
+    def run(self) -> "Any":
         sys.meta_path.insert(0, self)
         try:
             step, argument = self.coroutine.send, None
@@ -99,7 +97,7 @@ class _Drive:
                 self.asyncio.tasks._leave_task(self.loop, self.task)
         return self._finish()
 
-    def start_loop(self, asyncio: Any) -> None:
+    def start_loop(self, asyncio: "Any") -> None:
         """What ``asyncio.run`` does before its task's first step, and the loop before it runs a
         step, once asyncio is there: the step about to run (or running) is that first step."""
         if self.asyncio is not None or _thread.get_ident() != self.thread:
@@ -119,7 +117,7 @@ class _Drive:
         asyncio.events._set_running_loop(loop)
         asyncio.tasks._enter_task(loop, task)
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, name: "str", path: "Any" = None, target: "Any" = None) -> "Any":
         """asyncio's spec as the other finders find it, loaded by an ``_AsyncioLoader``; ``None``
         (the next finder's turn) for any other module, or asyncio imported by another thread."""
         if name != "asyncio" or self.asyncio is not None or _thread.get_ident() != self.thread:
@@ -133,7 +131,7 @@ class _Drive:
                 return spec
         return None
 
-    def _finish(self) -> Any:
+    def _finish(self) -> "Any":
         """The rest of ``asyncio.run`` (3.8-3.13 alike): the task to its end, then the clean-up."""
         asyncio, loop = self.asyncio, self.loop
         try:
@@ -157,22 +155,22 @@ class _AsyncioLoader:
     loop before it runs a step: the step that imported asyncio is that first step. The spec and the
     module get the original loader back."""
 
-    def __init__(self, drive: _Drive, spec: Any) -> None:
+    def __init__(self, drive: "_Drive", spec: "Any") -> None:
         self.drive, self.spec, self.loader = drive, spec, spec.loader
         if hasattr(self.loader, "exec_module"):
             self.exec_module = self._exec_module
         else:  # a legacy loader (zipimport before 3.10)
             self.load_module = self._load_module
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: "str") -> "Any":
         return getattr(self.loader, name)
 
-    def _exec_module(self, module: Any) -> None:
+    def _exec_module(self, module: "Any") -> None:
         self.spec.loader = module.__loader__ = self.loader
         self.loader.exec_module(module)
         self.drive.start_loop(module)
 
-    def _load_module(self, name: str) -> Any:
+    def _load_module(self, name: "str") -> "Any":
         self.spec.loader = self.loader
         module = self.loader.load_module(name)
         self.drive.start_loop(module)
@@ -185,10 +183,10 @@ class _Continuation:
     and every later step is a step of the coroutine, in the drive's context. A task takes it for a
     coroutine (``send``, ``throw``, ``close`` and ``__await__``)."""
 
-    def __init__(self, drive: _Drive) -> None:
+    def __init__(self, drive: "_Drive") -> None:
         self.drive = drive
 
-    def send(self, value: Any) -> Any:
+    def send(self, value: "Any") -> "Any":
         drive = self.drive
         pending, drive.pending = drive.pending, None
         if pending is None:
@@ -200,7 +198,7 @@ class _Continuation:
             raise StopIteration(result)
         raise result
 
-    def throw(self, error: Any, *rest: Any) -> Any:
+    def throw(self, error: "Any", *rest: "Any") -> "Any":
         """A task cancelled before its first step throws in at once (``Task.__step``)."""
         drive = self.drive
         pending, drive.pending = drive.pending, None
@@ -223,5 +221,5 @@ class _Continuation:
         self.drive.pending = None
         self.drive.context.run(self.drive.coroutine.close)
 
-    def __await__(self) -> Any:
+    def __await__(self) -> "Any":
         return self

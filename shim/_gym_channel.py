@@ -19,8 +19,6 @@ could rewrite. Under stock Harbor none of this is set and the runner writes ``re
 Standard library only.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -38,13 +36,13 @@ INPUTS = ("verifier.py", "task_data.json", "response.json")
 # The runner's modules it may load once code of the task has run (keep in sync with _gym_runner.py).
 LATE_MODULES = ("_gym_runner_rare.py", "_gym_await.py")
 # Every module those import, at their top or in the code the runner runs before it reports.
-LATE_IMPORTS = ("_contextvars", "_json", "_thread", "math", "numbers")
+LATE_IMPORTS = ("_contextvars", "_json", "_thread")
 _MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
-def _sha256() -> Any:
+def _sha256() -> "Any":
     for module in ("_sha2", "_sha256"):  # Python 3.12+, then 3.8-3.11: a fraction of a millisecond
         try:
             return __import__(module).sha256
@@ -63,7 +61,7 @@ class Channel:
     that code planted can run inside the runner after ``verify``.
     """
 
-    def __init__(self, descriptor: int, key: bytes) -> None:
+    def __init__(self, descriptor: "int", key: "bytes") -> None:
         sha256 = _sha256()
         block = 64
         if len(key) > block:
@@ -73,13 +71,13 @@ class Channel:
         self._inner = sha256(bytes(byte ^ 0x36 for byte in key))
         self._outer = sha256(bytes(byte ^ 0x5C for byte in key))
 
-    def mac(self, message: bytes) -> str:
+    def mac(self, message: "bytes") -> "str":
         inner, outer = self._inner.copy(), self._outer.copy()
         inner.update(message)
         outer.update(inner.digest())
         return str(outer.hexdigest())
 
-    def send(self, kind: str, text: str) -> None:
+    def send(self, kind: "str", text: "str") -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``."""
         body = f"{kind} {text}".encode("utf-8", "surrogateescape")
         line = f"{REPORT_PREFIX} {self.mac(body)} ".encode("ascii") + body + b"\n"
@@ -90,7 +88,7 @@ class Channel:
             print(f"verifier error: the report to the server failed ({error})")
 
 
-def _read_and_remove(path: str, limit: int) -> bytes:
+def _read_and_remove(path: "str", limit: "int") -> "bytes":
     handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         data = os.read(handle, limit + 1)
@@ -111,23 +109,44 @@ class Reporter:
     gives its root ``CAP_SYS_PTRACE``). What the runner needs between the first code of the task
     and the report is in memory before that code runs (see ``take_over``)."""
 
-    def __init__(self, pipe: int, holder: int) -> None:
-        self.pipe, self.holder = pipe, holder
+    def __init__(self, pipe: "int", holder: "int", ready: "int") -> None:
+        self.pipe, self.holder, self._ready = pipe, holder, ready
         # A child verify forks (a multiprocessing worker) is no runner: it must neither report nor
         # keep the pipe open, or the key holder would wait on it to the timeout.
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
-        if self.pipe >= 0:
-            pipe, self.pipe = self.pipe, -1
-            try:
-                os.close(pipe)
-            except OSError:
-                pass
+        for name in ("pipe", "_ready"):
+            descriptor = getattr(self, name)
+            if descriptor >= 0:
+                setattr(self, name, -1)
+                try:
+                    os.close(descriptor)
+                except OSError:
+                    pass
 
-    def send(self, kind: str, text: str) -> None:
+    def confirm(self) -> None:
+        """Waits until the key holder has read and removed the run's key: call it before any code of
+        the task runs (which could read the key file as root). ``VerifierError`` when it could not."""
+        if self._ready < 0:
+            return
+        ready, self._ready = self._ready, -1
+        said = os.read(ready, 1024)
+        os.close(ready)
+        if said != b"ready":
+            pipe, self.pipe = self.pipe, -1
+            os.close(pipe)
+            os.waitpid(self.holder, 0)
+            problem = said[1:].decode("utf-8", "replace") or "the key holder did not start"
+            raise VerifierError(f"the server's report channel is unusable ({problem})")
+
+    def send(self, kind: "str", text: "str") -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``; the
         first call reports, and returns once the key holder has written the line."""
+        try:
+            self.confirm()
+        except VerifierError as error:
+            print(f"verifier error: {error}")
         if self.pipe < 0:
             return
         pipe, self.pipe = self.pipe, -1
@@ -144,10 +163,11 @@ class Reporter:
             os.waitpid(self.holder, 0)
 
 
-def hold_key(descriptor: int, key_file: str) -> Reporter:
+def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
     """Forks the key holder: it reads and removes the run's key, tells the runner it has it, waits
     for the one report, writes it with its HMAC to ``descriptor`` and exits. The runner closes
-    ``descriptor`` and never reads the key. ``VerifierError`` when the key cannot be read."""
+    ``descriptor`` and never reads the key; it goes on at once, while the holder starts, and waits
+    for it in ``Reporter.confirm``."""
     ready_read, ready_write = os.pipe()
     report_read, report_write = os.pipe()
     holder = os.fork()
@@ -183,17 +203,10 @@ def hold_key(descriptor: int, key_file: str) -> Reporter:
     os.close(ready_write)
     os.close(report_read)
     os.close(descriptor)
-    said = os.read(ready_read, 1024)
-    os.close(ready_read)
-    if said != b"ready":
-        os.close(report_write)
-        os.waitpid(holder, 0)
-        problem = said[1:].decode("utf-8", "replace") or "the key holder did not start"
-        raise VerifierError(f"the server's report channel is unusable ({problem})")
-    return Reporter(report_write, holder)
+    return Reporter(report_write, holder, ready_read)
 
 
-def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
+def take_over(here: "str") -> "Tuple[Reporter, Dict[str, bytes]]":
     """The server's channel and the runner's inputs, with this process as safe as it can be made
     before any code of the task runs (see the module's docstring). ``VerifierError`` when the
     server's setup is unusable.
@@ -236,7 +249,7 @@ def take_over(here: str) -> Tuple[Reporter, Dict[str, bytes]]:
     return reporter, inputs
 
 
-def serve(here: str) -> Optional[Reporter]:
+def serve(here: "str") -> "Optional[Reporter]":
     """``take_over``, then a check of this interpreter's site-packages (``unsafe_site``): the
     reporter, or ``None`` once the runner may not grade (it printed why, and reported a refusal
     when it could)."""
@@ -249,6 +262,11 @@ def serve(here: str) -> Optional[Reporter]:
         return None
     PRELOADED.update(inputs)
     problems = unsafe_site()
+    try:
+        reporter.confirm()  # the last step before code of the task (or a .pth file) can run
+    except VerifierError as error:
+        print(f"verifier error: {error}\n{MISSING_REWARD}")
+        return None
     if problems:
         message = (
             f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there "
@@ -261,7 +279,7 @@ def serve(here: str) -> Optional[Reporter]:
     return reporter
 
 
-def become(user: str) -> None:
+def become(user: "str") -> None:
     """Switches to ``user`` (``name``, ``uid``, ``name:group`` or ``uid:gid``) as Docker's exec would:
     the passwd entry's uid, group and supplementary groups; a uid without an entry gets group 0.
     ``HOME`` follows the user unless the task set its own."""
@@ -319,7 +337,7 @@ def seal() -> None:
         pass
 
 
-def _writable_by_others(path: str, own_uid: int) -> Optional[str]:
+def _writable_by_others(path: "str", own_uid: "int") -> "Optional[str]":
     """Why another user than root and ``own_uid`` could change ``path``, or ``None``."""
     try:
         status = os.stat(path)
@@ -332,7 +350,7 @@ def _writable_by_others(path: str, own_uid: int) -> Optional[str]:
     return None
 
 
-def unsafe_site() -> List[str]:
+def unsafe_site() -> "List[str]":
     """The site-packages folders (and ``.pth`` files) of this interpreter that a user other than root
     and the verifier's own could change: code there would run inside this process (``site`` has not
     run yet: test.sh starts Python with ``-S``)."""
@@ -357,7 +375,7 @@ def unsafe_site() -> List[str]:
     return problems
 
 
-def safe_python_path(cwd: str) -> Tuple[List[str], List[str]]:
+def safe_python_path(cwd: "str") -> "Tuple[List[str], List[str]]":
     """The task's ``PYTHONPATH`` entries the runner may append (absolute, outside the working
     directory, changeable by root and the verifier's user alone), and why the others were dropped."""
     uid = os.geteuid()

@@ -5,10 +5,6 @@ unusual keys, and ``traceback`` for errors. Kept apart because the shim is compi
 sandbox: code the common path never runs must not cost it compile time. Standard library only.
 """
 
-from __future__ import annotations
-
-import math
-import numbers
 import os
 import sys
 
@@ -27,12 +23,12 @@ POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWOR
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code object flags (stable since Python 2)
 
 
-def plan_arguments(verify: Any, available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+def plan_arguments(verify: "Any", available: "Sequence[str]") -> "Tuple[List[Any], Dict[str, str]]":
     """``plan_call`` for any callable (``_gym_runner.plan_arguments`` takes the common case itself)."""
     return plan_call(declared_parameters(verify), available)
 
 
-def declared_parameters(function: Any) -> List[Parameter]:
+def declared_parameters(function: "Any") -> "List[Parameter]":
     """The parameters ``function`` declares, as ``(name, kind, has_default, default)``.
 
     - a plain function (no ``__wrapped__``, no ``__signature__``): read from ``__code__``, which
@@ -63,7 +59,7 @@ def declared_parameters(function: Any) -> List[Parameter]:
     return parameters
 
 
-def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tuple[List[Any], Dict[str, str]]:
+def plan_call(parameters: "Sequence[Parameter]", available: "Sequence[str]") -> "Tuple[List[Any], Dict[str, str]]":
     """Which supplied arguments go where: ``(positional, keywords)``.
 
     ``positional`` holds supplied names, or a one-item tuple holding the default of a skipped
@@ -110,7 +106,7 @@ def plan_call(parameters: Sequence[Parameter], available: Sequence[str]) -> Tupl
     return positional, keywords
 
 
-def signature_parameters(function: Any) -> List[Parameter]:
+def signature_parameters(function: "Any") -> "List[Parameter]":
     """``(name, kind, has_default, default)`` through ``inspect.signature``, which unwraps
     ``functools.partial``, ``functools.wraps`` decorators, bound methods and ``__call__``."""
     import inspect
@@ -125,7 +121,7 @@ def signature_parameters(function: Any) -> List[Parameter]:
     ]
 
 
-def wait(awaitable: Any) -> Any:
+def wait(awaitable: "Any") -> "Any":
     """The result of an awaitable (an ``async def`` verify's, or a coroutine a sync one returned),
     with ``asyncio.run``: where ``_gym_runner.wait`` cannot drive it by hand."""
     import asyncio
@@ -133,14 +129,14 @@ def wait(awaitable: Any) -> Any:
     return asyncio.run(_wait_for(awaitable))
 
 
-def not_a_verify(verify: Any) -> str:
+def not_a_verify(verify: "Any") -> "str":
     """Why what verifier.py calls ``verify`` (``None`` when it defines none) cannot be called."""
     if verify is None:
         return "verifier.py defines no `verify`"
     return f"`verify` in verifier.py is a {type(verify).__name__}, not a callable"
 
 
-def bad_json(name: str, path: str, value: Any) -> str:
+def bad_json(name: "str", path: "str", value: "Any") -> "str":
     """Why ``name``.json (at ``path``) gives no argument: it could not be read or parsed (``value`` is
     the error), or it holds ``value``, which is not an object."""
     if isinstance(value, (OSError, ValueError)):
@@ -148,7 +144,7 @@ def bad_json(name: str, path: str, value: Any) -> str:
     return f"{name}.json ({path}) must hold a JSON object, not {type(value).__name__}"
 
 
-def fail(error: BaseException, logs_dir: str, channel: Optional[Reporter]) -> int:
+def fail(error: "BaseException", logs_dir: "str", channel: "Optional[Reporter]") -> "int":
     """Reports a failed run (``VerifierError``, or an ``OSError`` writing the reward) to the server's
     channel, when there is one, then in the test's output; returns the exit status, 1."""
     if isinstance(error, VerifierError):
@@ -162,28 +158,40 @@ def fail(error: BaseException, logs_dir: str, channel: Optional[Reporter]) -> in
     return 1
 
 
-def describe(error: BaseException) -> str:
+def describe(error: "BaseException") -> "str":
     if isinstance(error, SystemExit):
         return f"SystemExit({error.code!r})"
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _finite(value: Any) -> bool:
-    if not isinstance(value, numbers.Real):
+def _kinds() -> "Tuple[Any, Any]":
+    """What counts as a real number and as an integer: ``numbers.Real`` and ``numbers.Integral`` once
+    anything loaded ``numbers`` (a type registers there only by importing it: ``fractions``, NumPy),
+    else just the built-in types they stand for. The runner never imports ``numbers`` itself, which
+    would cost every run a millisecond, or load it after code of the task ran."""
+    loaded = sys.modules.get("numbers")
+    if loaded is None:
+        return (int, float), int
+    return loaded.Real, loaded.Integral
+
+
+def _finite(value: "Any") -> "bool":
+    if not isinstance(value, _kinds()[0]):
         return False
     try:
-        return math.isfinite(float(value))
+        number = float.__float__(float(value))  # a plain float, even from a __float__ that gave a subclass
     except (OverflowError, ValueError):
         return False
+    return number - number == 0  # NaN and the infinities give NaN
 
 
-def _number(value: Any) -> Any:
+def _number(value: "Any") -> "Any":
     """A JSON-ready copy of a finite number: ints stay exact, the rest become floats."""
-    return int(value) if isinstance(value, numbers.Integral) else float(value)
+    return int(value) if isinstance(value, _kinds()[1]) else float(value)
 
 
-def rewards_from_result(result: Any) -> Dict[str, Any]:
+def rewards_from_result(result: "Any") -> "Dict[str, Any]":
     """The ``reward.json`` object for any result, or ``VerifierError`` naming what is wrong."""
     expectation = "it must return a finite number or a dict of finite numbers"
     if not isinstance(result, dict):
@@ -207,7 +215,7 @@ def rewards_from_result(result: Any) -> Dict[str, Any]:
     return {key: _number(value) for key, value in result.items()}
 
 
-def json_text(rewards: Dict[str, Any]) -> str:
+def json_text(rewards: "Dict[str, Any]") -> "str":
     """``json.dumps(rewards)`` for string keys and finite numbers, through the C encoder of its
     strings: the json package imports re, enum and more, and the server's root runner may import
     nothing that code of the task could have rewritten (``_gym_channel.take_over`` imports _json)."""
@@ -221,7 +229,7 @@ def json_text(rewards: Dict[str, Any]) -> str:
     return "{" + ", ".join(items) + "}"
 
 
-def print_error(error: VerifierError) -> None:
+def print_error(error: "VerifierError") -> None:
     """The message, the traceback of the verifier's own frames, and what it means for the score."""
     print(f"verifier error: {error}")
     cause = error.error

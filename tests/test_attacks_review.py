@@ -536,3 +536,49 @@ def test_no_startup_file_runs_before_the_root_steps(tmp_path, kind):
     outcome = verify(task(tmp_path / "task", files), workspace, sandbox_env=env)
     assert outcome.reward == 1.0 and not outcome.masked, outcome
     assert not marker.exists(), marker.read_text()
+
+
+def test_no_code_of_the_task_runs_before_the_key_holder_has_the_key(tmp_path):
+    # The runner goes on while its key holder starts (they overlap), and waits for it before any
+    # code of the task runs: a root verify could otherwise read the key file while the holder is
+    # still on its way to removing it. Here the key is a FIFO that the holder's open blocks on
+    # until the test writes it: verifier.py must not start in the meantime, and sees no key after.
+    import subprocess
+
+    from nemo_gym.data.tasks.harbor.reports import find_reports
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    early = tmp_path / "early.json"
+    source = (
+        "import json, os\n"
+        f"json.dump({{'key_left': os.path.exists({str(tmp_path / 'key')!r})}}, open({str(early)!r}, 'w'))\n"
+        "def verify():\n    return 1.0\n"
+    )
+    tests = tmp_path / "tests"
+    lay_out(tests, shim_files(source.encode(), {}))
+    os.mkfifo(tmp_path / "key")
+    report = os.open(tmp_path / "report", os.O_WRONLY | os.O_CREAT, 0o600)
+    env = {"PATH": os.environ["PATH"], "NEMO_GYM_REPORT_FD": str(report), "NEMO_GYM_KEY_FILE": str(tmp_path / "key")}
+    env["VERIFIER_LOGS_DIR"] = str(tmp_path / "logs")
+    runner = subprocess.Popen(
+        [str(pyenv_python("3.12")), "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=tmp_path,
+        env=env,
+        pass_fds=(report,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    os.close(report)
+    try:
+        time.sleep(1.0)
+        assert runner.poll() is None and not early.exists(), "verifier.py ran before the key holder had the key"
+        key = os.urandom(32)
+        with open(tmp_path / "key", "w") as fifo:
+            fifo.write(key.hex())
+        output = runner.communicate(timeout=30)[0].decode()
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, output
+    assert json.loads(early.read_text()) == {"key_left": False}
+    reports = find_reports((tmp_path / "report").read_bytes(), key)
+    assert [(found.kind, found.text) for found in reports] == [("reward", '{"reward": 1.0}')], reports

@@ -219,6 +219,30 @@ ACCEPTED = [
         {"reward": 0.25},
     ),
     ("huge-int-that-fits-a-float", "def verify():\n    return 10**300\n", None, None, {"reward": 10**300}),
+    # Subclasses of the built-in numbers, with and without the numbers module loaded.
+    (
+        "float-and-int-subclasses",
+        "class F(float):\n    pass\nclass I(int):\n    pass\ndef verify():\n    return {'reward': F(0.5), 'n': I(3)}\n",
+        None,
+        None,
+        {"reward": 0.5, "n": 3},
+    ),
+    (
+        "registered-real",
+        "import numbers\nclass R:\n    def __float__(self):\n        return 0.75\nnumbers.Real.register(R)\n"
+        "def verify():\n    return R()\n",
+        None,
+        None,
+        {"reward": 0.75},
+    ),
+    (
+        "registered-integral",
+        "import numbers\nclass N:\n    def __int__(self):\n        return 2\n    def __float__(self):\n        return 2.0\n"
+        "numbers.Integral.register(N)\ndef verify():\n    return {'reward': 1, 'n': N()}\n",
+        None,
+        None,
+        {"reward": 1, "n": 2},
+    ),
     ("negative", "def verify():\n    return -1.5\n", None, None, {"reward": -1.5}),
 ]
 
@@ -273,6 +297,18 @@ REFUSED = [
     ("nan", "def verify():\n    return float('nan')\n", None, "verify returned float nan"),
     ("inf", "def verify():\n    return float('inf')\n", None, "verify returned float inf"),
     ("too-large-int", "def verify():\n    return 10**400\n", None, "verify returned int"),
+    (
+        "float-subclass-inf",
+        "class F(float):\n    def __sub__(self, other):\n        return 0.0\ndef verify():\n    return F('inf')\n",
+        None,
+        "verify returned F inf",
+    ),
+    (
+        "float-like-not-registered",
+        "class R:\n    def __float__(self):\n        return 0.5\ndef verify():\n    return R()\n",
+        None,
+        "verify returned R",
+    ),
     ("list", "def verify():\n    return [1]\n", None, "verify returned list [1]"),
     (
         "decimal",
