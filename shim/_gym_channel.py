@@ -40,6 +40,8 @@ LATE_IMPORTS = ("_contextvars", "_json", "_thread")
 _MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CACHE_TAG_FILE = "cache_tag"  # in the results (nemo_gym/data/tasks/harbor/collected.py; keep in sync)
 
 
 def _sha256() -> "Any":
@@ -89,7 +91,7 @@ class Channel:
 
 
 def _read_and_remove(path: "str", limit: "int") -> "bytes":
-    handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    handle = os.open(path, os.O_RDONLY | _NOFOLLOW)
     try:
         data = os.read(handle, limit + 1)
     finally:
@@ -231,6 +233,7 @@ def take_over(here: "str") -> "Tuple[Reporter, Dict[str, bytes]]":
                     raise
     except (KeyError, OSError, ValueError) as error:
         raise VerifierError(f"the server's report channel is unusable ({error})") from None
+    note_cache_tag(os.path.dirname(key_file))
     seal()  # first, so that the key holder is born sealed
     reporter = hold_key(descriptor, key_file)
     user = os.environ.pop(RUN_AS, "")
@@ -247,6 +250,23 @@ def take_over(here: "str") -> "Tuple[Reporter, Dict[str, bytes]]":
     for name in LATE_IMPORTS:
         __import__(name)
     return reporter, inputs
+
+
+def note_cache_tag(folder: "str") -> None:
+    """Leaves this interpreter's cache tag beside the key, in the run's private out folder, whence
+    the results carry it to the host: later runs on the same image are sent its bytecode alone. A
+    hint (a wrong one costs a compile), so a file that cannot be written is let be."""
+    tag = sys.implementation.cache_tag
+    if not tag:
+        return
+    try:
+        handle = os.open(os.path.join(folder, CACHE_TAG_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(handle, tag.encode("ascii", "replace"))
+    finally:
+        os.close(handle)
 
 
 def serve(here: "str") -> "Optional[Reporter]":

@@ -121,3 +121,32 @@ def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_mat
         exec(code, namespace)
         assert namespace.get("LOADED_FROM") == expected
         assert ("run" in namespace) == (expected is None)
+
+
+def test_for_tag_keeps_one_interpreters_bytecode_and_everything_else():
+    from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, for_tag
+    from nemo_gym.data.tasks.harbor.staging import ShimFile, static_files
+
+    files = list(static_files()) + [ShimFile("data/__pycache__/x.cpython-312.pyc", b"the task's own")]
+    kept = for_tag(files, "cpython-312")
+    dropped = {file.name for file in files} - {file.name for file in kept}
+    assert dropped and all(name.endswith(".pyc") and ".cpython-312." not in name for name in dropped)
+    assert {name.rsplit(".", 2)[1] for name in dropped} == set(CACHE_TAGS) - {"cpython-312"}
+    assert all(not file.name.endswith(".pyc") or ".cpython-312." in file.name for file in kept)
+    for unknown in (None, "cpython-314", "pypy-310", "../x"):
+        assert for_tag(files, unknown) == tuple(files)
+
+
+def test_image_tags_remember_only_tags_the_shim_ships_for_and_only_so_many():
+    from nemo_gym.data.tasks.harbor.bytecode import ImageTags
+
+    tags = ImageTags(size=2)
+    for reported in (b"../../etc", b"cpython-314", b"", b"x" * 64, None):
+        tags.learn("a", reported)
+        assert tags.get("a") is None
+    tags.learn("a", b"cpython-312\n")
+    tags.learn(None, b"cpython-38")
+    tags.learn("b", b"cpython-38")
+    assert (tags.get("b"), tags.get(None), tags.get("a")) == ("cpython-38", None, "cpython-312")
+    tags.learn("c", b"cpython-39")  # "a" was used last: "b" goes
+    assert (tags.get("a"), tags.get("b"), tags.get("c")) == ("cpython-312", None, "cpython-39")

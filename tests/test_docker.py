@@ -237,3 +237,39 @@ def test_the_workspace_sits_at_the_tasks_or_the_images_workdir(docker_client, tm
     from_dockerfile = asyncio.run(run(declared))
     assert (from_image.reward, from_image.stdout.strip()) == (1.0, "/srv/app"), from_image
     assert (from_dockerfile.reward, from_dockerfile.stdout.strip()) == (1.0, "/app"), from_dockerfile
+
+
+TAG_COUNTER = """
+import glob, re
+def verify():
+    tags = {re.search(r"\\.(cpython-3\\d+)\\.pyc$", path).group(1) for path in glob.glob("/tests/**/*.pyc", recursive=True)}
+    return {"reward": 1, "tags": len(tags), "own": float(tags == {"cpython-311"})}
+"""
+
+
+def test_later_runs_on_an_image_stage_its_interpreters_bytecode_alone(docker_client, tmp_path, monkeypatch):
+    # The first run on an image stages the bytecode of every interpreter the shim supports; its runner
+    # says which one it is, and later runs on that image (new containers) stage that one alone. A
+    # wrong tag remembered (an image rebuilt on another Python, or one a root verify wrote) costs a
+    # run its compile, never its score, and that run puts it right.
+    from nemo_gym.data.tasks.harbor import verification
+    from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, ImageTags
+
+    tags = ImageTags()
+    monkeypatch.setattr(verification, "IMAGE_TAGS", tags)
+    image, volumes = python_image(docker_client, "3.11")
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "verifier.py").write_text(TAG_COUNTER)
+
+    def staged_tags() -> Dict[str, float]:
+        outcome = verify_in(image, task, volumes=volumes, client=docker_client, workspace=tmp_path)
+        assert outcome.reward == 1.0 and not outcome.masked, outcome
+        return outcome.metrics
+
+    assert staged_tags() == {"tags": float(len(CACHE_TAGS)), "own": 0.0}
+    assert tags.get(image) == "cpython-311"
+    assert staged_tags() == {"tags": 1.0, "own": 1.0}
+    tags.learn(image, b"cpython-38")
+    assert staged_tags() == {"tags": 1.0, "own": 0.0}
+    assert tags.get(image) == "cpython-311"

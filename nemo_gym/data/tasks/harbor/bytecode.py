@@ -15,22 +15,35 @@ matrix. After changing the shim or the SDK, regenerate it (the interpreters defa
 The files live in the shim's ``bytecode/<cache tag>/`` folder (``cpython-312``), named as their
 source is staged, with ``.pyc`` for ``.py``; staging puts each where its interpreter looks for it,
 ``__pycache__/<module>.<cache tag>.pyc`` beside the source.
+
+A sandbox needs one interpreter's bytecode, not six: the server's runner says which it is (its
+cache tag, in the results), and later runs on the same image stage that one alone (``for_tag``,
+``ImageTags``), which spares the sandbox unpacking and removing some 65 files per run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import shim_dir
 
+if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.staging import ShimFile
+
 # The interpreters the shim supports, by the cache tag their bytecode carries.
 CACHE_TAGS = ("cpython-38", "cpython-39", "cpython-310", "cpython-311", "cpython-312", "cpython-313")
+# A staged file that is bytecode of one of them, and which one (the group).
+_TAGGED = re.compile(r"(?:.*/)?__pycache__/[^/]+\.(" + "|".join(re.escape(tag) for tag in CACHE_TAGS) + r")\.pyc")
+# How many images ``ImageTags`` remembers (a server sees a few; a bound keeps a long one small).
+_REMEMBERED_IMAGES = 1024
 # gym_runner.py is the script test.sh runs: Python compiles a script every time and caches none.
 _SCRIPTS = frozenset(["gym_runner.py"])
 # What each interpreter runs, given the laid-out folder and where to write: checked-hash bytecode
@@ -74,6 +87,48 @@ def shipped(names: Iterable[str]) -> Dict[str, bytes]:
     return files
 
 
+def for_tag(files: Sequence[ShimFile], tag: Optional[str]) -> Tuple[ShimFile, ...]:
+    """``files`` without the bytecode of interpreters other than ``tag``'s (none of it dropped for a
+    ``tag`` of ``None``, or one the shim does not ship for): an interpreter never reads another's."""
+    if tag not in CACHE_TAGS:
+        return tuple(files)
+    kept = []
+    for file in files:
+        match = _TAGGED.fullmatch(file.name)
+        if match is None or match.group(1) == tag:
+            kept.append(file)
+    return tuple(kept)
+
+
+class ImageTags:
+    """The cache tag each image's runner last reported, for the ``size`` images used most recently.
+
+    A hint, never trusted for more: a wrong tag (an image rebuilt on another Python, or one a root
+    verify wrote) costs one run the compile of the shim, and that run's report puts it right."""
+
+    def __init__(self, size: int = _REMEMBERED_IMAGES) -> None:
+        self._tags: OrderedDict[str, str] = OrderedDict()
+        self._size = size
+
+    def get(self, image: Optional[str]) -> Optional[str]:
+        tag = self._tags.get(image) if image else None
+        if tag is not None:
+            self._tags.move_to_end(image)  # type: ignore[arg-type]
+        return tag
+
+    def learn(self, image: Optional[str], reported: Optional[bytes]) -> None:
+        """Remembers what a run on ``image`` reported (the runner's ``cache_tag`` file); anything but a
+        tag the shim ships for is ignored."""
+        if not image or reported is None:
+            return
+        tag = reported.decode("ascii", "replace").strip()
+        if tag in CACHE_TAGS:
+            self._tags[image] = tag
+            self._tags.move_to_end(image)
+            while len(self._tags) > self._size:
+                self._tags.popitem(last=False)
+
+
 def build(pythons: Sequence[str], sources: Dict[str, bytes], out: Path) -> None:
     """Compiles the staged modules ``sources`` (name -> content) with each interpreter of
     ``pythons`` into ``out/<cache tag>/``, replacing what each tag held."""
@@ -115,7 +170,17 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-__all__ = ["CACHE_TAGS", "build", "bytecode_dir", "cache_name", "compiled_names", "main", "shipped"]
+__all__ = [
+    "CACHE_TAGS",
+    "ImageTags",
+    "build",
+    "bytecode_dir",
+    "cache_name",
+    "compiled_names",
+    "for_tag",
+    "main",
+    "shipped",
+]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
 SUMS, META, OUTPUTS = ".sums", "meta", "files/"
+CACHE_TAG = "cache_tag"  # the server's runner says which interpreter ran it (bytecode.ImageTags)
 # The verifier's other output files that finish copies (what does not fit is skipped and counted):
 # at most this many, of these bytes in all, each named by a path of at most MAX_OUTPUT_NAME
 # characters and MAX_OUTPUT_DEPTH folders (so that no name, however legal in /logs/verifier, is too
@@ -34,6 +35,7 @@ CAPS: Mapping[str, int] = {
     "test-stdout.txt": 1 << 20,
     "report": (1 << 20) + 8192,
     META: 4096,
+    CACHE_TAG: 64,
     SUMS: (5 + MAX_OUTPUT_FILES) * _SUM_LINE_BYTES,
 }
 _SUM_LINE = re.compile(r"([0-9a-f]{64})  ([A-Za-z0-9._/-]+)")
@@ -154,6 +156,7 @@ def read_collected(data: bytes) -> Collected:
 
 
 __all__ = [
+    "CACHE_TAG",
     "CAPS",
     "MAX_OUTPUT_DEPTH",
     "MAX_OUTPUT_FILES",

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from nemo_gym.data.tasks.harbor.collected import Collected, CollectError, read_collected
+from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
+from nemo_gym.data.tasks.harbor.collected import CACHE_TAG, Collected, CollectError, read_collected
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
 from nemo_gym.data.tasks.harbor.grading import (
@@ -81,6 +82,8 @@ MAX_RESULTS_BYTES = 16 << 20
 # Process-wide counts of masked samples (by reason) and of results something tampered with.
 MASKS: Counter[str] = Counter()
 TAMPERING: Counter[str] = Counter()
+# Process-wide, which interpreter each image's runner reported: later runs stage its bytecode alone.
+IMAGE_TAGS = ImageTags()
 
 
 @dataclass(frozen=True)
@@ -383,7 +386,9 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         private["deferred"] = b"\0".join(f"{name}={value}".encode() for name, value in held.items())
     if key is not None:
         private["key"] = key.hex().encode("ascii")
-    grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id)
+    image = getattr(sandbox, "image", None)
+    image = image if isinstance(image, str) else None
+    grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id, IMAGE_TAGS.get(image))
     try:
         results = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
         if results is None:  # no pipes, or no tar in the image for them
@@ -393,6 +398,7 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         return stopped.outcome
     except Exception as error:  # damaged, lost or oversized results: never scored
         return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
+    IMAGE_TAGS.learn(image, collected.files.get(CACHE_TAG))
     return _outcome(plan, collected, key)
 
 
@@ -418,6 +424,7 @@ class _Grading:
     by_admin: bool
     private: Dict[str, bytes]
     run_id: str
+    cache_tag: Optional[str] = None  # the sandbox's interpreter, when a run on its image said
 
     @property
     def run_limit(self) -> float:
@@ -425,7 +432,7 @@ class _Grading:
 
     def archive(self, *, piped: bool) -> bytes:
         top = self.steps.tests_dir.rsplit("/", 1)[1]
-        files = () if piped and self.plan.keep_tests else self.plan.files
+        files = () if piped and self.plan.keep_tests else for_tag(self.plan.files, self.cache_tag)
         out = self.steps.out_dir.rsplit("/", 1)[1] if piped else None
         return run_archive(files, top=top, stage=self.steps.stage, private=self.private, out=out)
 

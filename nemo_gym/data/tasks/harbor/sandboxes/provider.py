@@ -131,8 +131,10 @@ class ProviderSandbox:
         private_pids: bool = False,
         own_user: Sequence[User] = (),
         image_path: Optional[str] = None,
+        image: Optional[str] = None,
     ) -> None:
         self.provider, self.handle = provider, handle
+        self.image = image  # the spec's: which shipped bytecode its runs need is learned per image
         # The user the sandbox runs a command as when none is named (name and uid): asked for by
         # name, it is not named at all, since some providers switch users only through root.
         self._own = {str(user) for user in own_user if user != ""}
@@ -311,6 +313,7 @@ async def _attach(
         own = own or (first_name, int(first_uid))
     path = environment.get("PATH") or first_path or None
     where = cwd if cwd and cwd != "/" else first_cwd
+    image = getattr(spec, "image", None)
     return ProviderSandbox(
         provider,
         handle,
@@ -322,6 +325,7 @@ async def _attach(
         private_pids=private_pids,
         own_user=own,
         image_path=path,
+        image=image if isinstance(image, str) else None,
     )
 
 
