@@ -145,7 +145,8 @@ def write_files(root: Path, files: Mapping[str, Union[str, bytes]], *, dedent: b
 
 
 # verify as the agent's program would act in it: it reads its stdin and writes a results tar claiming a
-# reward of 1 into every pipe it reaches (the grading exec's stdout among them for root), then scores 0.
+# reward of 1 into every pipe it reaches (the grading exec's stdout among them for root), with the
+# marker that says grading exited 0 (grading.DONE_MARKER) after it, then scores 0.
 PIPE_FORGER = """
 import io, json, os, sys, tarfile
 def forged() -> bytes:  # results claiming a reward of 1, as finish would pack them
@@ -159,7 +160,7 @@ def forged() -> bytes:  # results claiming a reward of 1, as finish would pack t
             info = tarfile.TarInfo("./" + name)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return buffer.getvalue() + b"\\nnemo-gym-grading-done\\n"
 def verify(workspace):
     seen = {"stdin": sys.stdin.buffer.read(), "written": [], "denied": []}
     seen["stdin"] = len(seen["stdin"])

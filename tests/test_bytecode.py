@@ -127,7 +127,7 @@ def test_for_tag_keeps_one_interpreters_bytecode_and_everything_else():
     from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, for_tag
     from nemo_gym.data.tasks.harbor.staging import ShimFile, static_files
 
-    files = list(static_files()) + [ShimFile("data/__pycache__/x.cpython-312.pyc", b"the task's own")]
+    files = [*static_files(), ShimFile("data/__pycache__/x.cpython-312.pyc", b"the task's own")]
     kept = for_tag(files, "cpython-312")
     dropped = {file.name for file in files} - {file.name for file in kept}
     assert dropped and all(name.endswith(".pyc") and ".cpython-312." not in name for name in dropped)

@@ -273,3 +273,31 @@ def test_later_runs_on_an_image_stage_its_interpreters_bytecode_alone(docker_cli
     tags.learn(image, b"cpython-38")
     assert staged_tags() == {"tags": 1.0, "own": 0.0}
     assert tags.get(image) == "cpython-311"
+
+
+def test_a_verification_asks_the_engine_for_no_exit_status(docker_client, monkeypatch):
+    # The grading exec prints a marker last (grading.DONE_MARKER) and the engine is not asked for its
+    # exit status: one round trip fewer. Without the marker (a failure) the engine is asked.
+    asked: List[str] = []
+    real = type(docker_client.api).exec_inspect
+
+    def spy(api: Any, exec_id: str) -> Any:
+        asked.append(exec_id)
+        return real(api, exec_id)
+
+    image, volumes = python_image(docker_client, "3.12")
+    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+
+    async def run(image: str, volumes: Optional[Dict[str, Dict[str, str]]]) -> VerificationOutcome:
+        workspace = EXAMPLES / "answer-file" / "workspace"
+        async with DockerSandbox(
+            image, workspace=workspace, volumes=volumes, labels=LABEL, client=docker_client
+        ) as sandbox:
+            with monkeypatch.context() as patch:
+                patch.setattr(type(docker_client.api), "exec_inspect", spy)
+                return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run(image, volumes))
+    assert (outcome.reward, outcome.masked, asked) == (1.0, False, []), (outcome, asked)
+    outcome = asyncio.run(run(stripped_image(docker_client, "timeout"), None))
+    assert outcome.masked and len(asked) == 1, (outcome, asked)

@@ -302,4 +302,5 @@ finish() {
 for step in $STEPS; do
   "$step"
 done
+[ "$PIPED" = 1 ] && printf '%s' "$DONE" >&6  # the host takes it for this exit 0 (grading.DONE_MARKER)
 exit 0

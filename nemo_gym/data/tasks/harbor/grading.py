@@ -26,6 +26,11 @@ NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archi
 STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
 UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
 NO_TAR = 94  # no tar for files on the exec's stdin and stdout: the host sends them another way
+# What a piped run prints last on its stdout, after the results, before it exits 0: the host then
+# needs no round trip to the sandbox for the exit status. One that code of the task wrote into the
+# stdout pipe (root reaches it) gains nothing: the results are judged whole (``collected``), and
+# the only failure possible once that code ran, a staging fault, is masked either way.
+DONE_MARKER = b"\nnemo-gym-grading-done\n"
 
 # Variables that act on a program as it starts (the dynamic loader's, glibc's, tar's). A task may
 # set them, and may point them into the agent's files; no program grading runs as the admin may see
@@ -112,6 +117,7 @@ def grading_command(steps: GradingSteps) -> str:
         "ARCHIVE": steps.archive,
         "OUT_TAR": steps.out_tar,
         "KEEP_TESTS": "1" if steps.keep_tests else "0",
+        "DONE": DONE_MARKER.decode("ascii") if steps.piped else "",
     }
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
     lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")
@@ -122,6 +128,7 @@ def grading_command(steps: GradingSteps) -> str:
 __all__ = [
     "ALWAYS_BLANKED",
     "DEFERRED_NAMES",
+    "DONE_MARKER",
     "HANDOVER_OWN",
     "HANDOVER_READ",
     "NO_PROVIDER_TOOL",

@@ -27,6 +27,7 @@ from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
 from nemo_gym.data.tasks.harbor.grading import (
     ALWAYS_BLANKED,
+    DONE_MARKER,
     HANDOVER_OWN,
     HANDOVER_READ,
     NO_PROVIDER_TOOL,
@@ -451,6 +452,7 @@ class _Grading:
                 user=sandbox.admin_user,
                 timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
                 clean_shell=True,
+                exit_marker=DONE_MARKER,
             )
         )
         if first.return_code == NO_TAR:
@@ -467,11 +469,13 @@ class _Grading:
                     user=self.verifier,
                     timeout_s=self.run_limit,
                     clean_shell=True,
+                    exit_marker=DONE_MARKER,
                 )
             )
         # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.
         _check_exit(ran.return_code, ran.stdout[-4096:].decode(errors="replace") + ran.stderr)
-        return bytes(ran.stdout)
+        results = bytes(ran.stdout)
+        return results[: -len(DONE_MARKER)] if results.endswith(DONE_MARKER) else results
 
     async def staged(self) -> bytes:
         """The staged files uploaded before the exec (or two), the results downloaded after it."""

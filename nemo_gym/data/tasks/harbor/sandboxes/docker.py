@@ -419,9 +419,12 @@ class DockerSandbox:
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
         clean_shell: bool = False,
+        exit_marker: bytes = b"",
     ) -> PipedResult:
         """``exec`` over the engine's attached connection: ``stdin`` goes in on it (then its write
-        side closes, the command's end of file) while the output comes back on it, one round trip."""
+        side closes, the command's end of file) while the output comes back on it, one round trip.
+        The exit status is the engine's (another round trip), unless the output ends with
+        ``exit_marker``: the command printed it last, and exited 0."""
         api = self._client.api
         argv = _shell(command, clean_shell)
 
@@ -443,7 +446,8 @@ class DockerSandbox:
             finally:
                 connection.close()
                 feeder.join(timeout=5)
-            return PipedResult(bytes(stdout), stderr.decode(errors="replace"), self._exit_code(exec_id))
+            code = 0 if exit_marker and stdout.endswith(exit_marker) else self._exit_code(exec_id)
+            return PipedResult(bytes(stdout), stderr.decode(errors="replace"), code)
 
         return await self._in_time(run, timeout_s)
 

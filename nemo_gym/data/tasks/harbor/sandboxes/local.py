@@ -396,8 +396,10 @@ class LocalSandbox:
         timeout_s: Optional[float] = None,
         user: Optional[User] = None,
         clean_shell: bool = False,
+        exit_marker: bytes = b"",
     ) -> PipedResult:
-        """``exec`` with ``stdin`` on the command's standard input and its whole standard output back."""
+        """``exec`` with ``stdin`` on the command's standard input and its whole standard output back
+        (the exit status costs nothing here: ``exit_marker`` is not needed)."""
         return await self._exec(command, stdin, stdout_limit, cwd, env, timeout_s, user, clean_shell)
 
     async def _exec(
