@@ -391,10 +391,9 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     image = image if isinstance(image, str) else None
     grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id, IMAGE_TAGS.get(image))
     try:
-        results = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
-        if results is None:  # no pipes, or no tar in the image for them
-            results = await grading.staged()
-        collected = read_collected(results)
+        collected = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
+        if collected is None:  # no pipes, or no tar in the image for them
+            collected = await grading.staged()
     except _Stopped as stopped:
         return stopped.outcome
     except Exception as error:  # damaged, lost or oversized results: never scored
@@ -415,7 +414,8 @@ class _Stopped(Exception):
 class _Grading:
     """The exec or two of one run, with the staged files and results carried one of three ways:
     on the exec's stdin and stdout (``piped``), else through archive calls or an uploaded and a
-    downloaded tar (``staged``). Each returns the results' tar, or raises ``_Stopped``."""
+    downloaded tar (``staged``). Each returns the results, or raises ``_Stopped`` (or
+    ``CollectError`` for results that did not arrive whole)."""
 
     plan: VerificationPlan
     sandbox: Sandbox
@@ -437,7 +437,7 @@ class _Grading:
         out = self.steps.out_dir.rsplit("/", 1)[1] if piped else None
         return run_archive(files, top=top, stage=self.steps.stage, private=self.private, out=out)
 
-    async def piped(self) -> Optional[bytes]:
+    async def piped(self) -> Optional[Collected]:
         """One exec (two for a task's own test.sh run as another user) that gets the staged files
         on stdin and prints the results to stdout; ``None`` when the image has no tar for them."""
         sandbox: Any = self.sandbox
@@ -475,9 +475,11 @@ class _Grading:
         # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.
         _check_exit(ran.return_code, ran.stdout[-4096:].decode(errors="replace") + ran.stderr)
         results = bytes(ran.stdout)
-        return results[: -len(DONE_MARKER)] if results.endswith(DONE_MARKER) else results
+        if results.endswith(DONE_MARKER):  # grading printed it after the results: they came whole
+            return read_collected(results[: -len(DONE_MARKER)], whole=True)
+        return read_collected(results)
 
-    async def staged(self) -> bytes:
+    async def staged(self) -> Collected:
         """The staged files uploaded before the exec (or two), the results downloaded after it."""
         sandbox: Any = self.sandbox
         archives = isinstance(sandbox, ArchiveSandbox)
@@ -519,12 +521,12 @@ class _Grading:
                 )
             _check_exit(ran.return_code, ran.stdout + ran.stderr)
             if archives:
-                return bytes(await sandbox.get_archive(steps.out_dir, limit=MAX_RESULTS_BYTES))
+                return read_collected(await sandbox.get_archive(steps.out_dir, limit=MAX_RESULTS_BYTES))
             local_results = Path(scratch) / "results.tar"
             await sandbox.download_file(steps.out_tar, str(local_results))
             if local_results.stat().st_size > MAX_RESULTS_BYTES:
                 raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
-            return local_results.read_bytes()
+            return read_collected(local_results.read_bytes())
 
     async def _exec(self, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
