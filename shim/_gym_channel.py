@@ -166,8 +166,9 @@ class Reporter:
 
 
 def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
-    """Forks the key holder: it reads and removes the run's key, tells the runner it has it, waits
-    for the one report, writes it with its HMAC to ``descriptor`` and exits. The runner closes
+    """Forks the key holder: it reads and removes the run's key, tells the runner it has it, leaves
+    the interpreter's cache tag for the host (``note_cache_tag``), waits for the one report, writes
+    it with its HMAC to ``descriptor`` and exits. The runner closes
     ``descriptor`` and never reads the key; it goes on at once, while the holder starts, and waits
     for it in ``Reporter.confirm``."""
     ready_read, ready_write = os.pipe()
@@ -186,6 +187,7 @@ def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
                 raise
             os.write(ready_write, b"ready")
             os.close(ready_write)
+            note_cache_tag(os.path.dirname(key_file))  # here, off the runner's way
             chunks = []
             size = 0
             while size <= _MAX_MESSAGE:
@@ -233,7 +235,6 @@ def take_over(here: "str") -> "Tuple[Reporter, Dict[str, bytes]]":
                     raise
     except (KeyError, OSError, ValueError) as error:
         raise VerifierError(f"the server's report channel is unusable ({error})") from None
-    note_cache_tag(os.path.dirname(key_file))
     seal()  # first, so that the key holder is born sealed
     reporter = hold_key(descriptor, key_file)
     user = os.environ.pop(RUN_AS, "")
@@ -255,7 +256,8 @@ def take_over(here: "str") -> "Tuple[Reporter, Dict[str, bytes]]":
 def note_cache_tag(folder: "str") -> None:
     """Leaves this interpreter's cache tag beside the key, in the run's private out folder, whence
     the results carry it to the host: later runs on the same image are sent its bytecode alone. A
-    hint (a wrong one costs a compile), so a file that cannot be written is let be."""
+    hint (a wrong one costs a compile), so a file that cannot be written is let be; never one that
+    is there already, or a link (code of the task may run by then: the key holder writes it)."""
     tag = sys.implementation.cache_tag
     if not tag:
         return
