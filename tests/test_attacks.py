@@ -221,7 +221,8 @@ def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(tmp_path, user)
     # go out on its stdout: verify reads none of the first. Code a root verify runs can write into the
     # grading shell's stdout (root reaches every file and pipe of the sandbox) and so spoil the
     # results, as it could spoil the files they are packed from, but forge nothing: the host
-    # believes the runner's report alone, which carries the key. Any other user reaches no pipe.
+    # believes the runner's report alone, which carries the key, and results with anything ahead of
+    # the real ones mask the sample. Any other user reaches no pipe.
     needs_root()
     toml = "" if user is None else f'[verifier]\nuser = "{user}"\n'
     task_dir = task(tmp_path / "task", {"tests/verifier.py": PIPE_FORGER, "task.toml": toml})
@@ -231,10 +232,13 @@ def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(tmp_path, user)
     else:
         seen = json.loads(outcome.stdout.split("pipes: ", 1)[1].splitlines()[0])
     assert seen["stdin"] == 0 and "fd 6" in seen["denied"], seen
-    assert outcome.reward == 0.0 and not outcome.masked, (outcome, seen)
     if user is None:
         assert any(path.endswith("/fd/6") for path in seen["written"]), seen  # the attack did reach the pipe
+        # Results ahead of the real ones are damage (red team, round 20: tarfile read the first tar
+        # alone, so they were read instead): masked, never scored.
+        assert outcome.masked and "more than one tar" in outcome.detail, (outcome, seen)
     else:
+        assert outcome.reward == 0.0 and not outcome.masked, (outcome, seen)
         assert seen["written"] == [] and outcome.failure_kind is None, (outcome, seen)
 
 

@@ -6,6 +6,7 @@ Images are built by the suite from local parts (tests/images.py) and cached on t
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -275,9 +276,15 @@ def test_later_runs_on_an_image_stage_its_interpreters_bytecode_alone(docker_cli
     assert tags.get(image) == "cpython-311"
 
 
-def test_a_verification_asks_the_engine_for_no_exit_status(docker_client, monkeypatch):
-    # The grading exec prints a marker last (grading.DONE_MARKER) and the engine is not asked for its
-    # exit status: one round trip fewer. Without the marker (a failure) the engine is asked.
+def test_the_engine_is_asked_for_the_exit_status_only_where_code_of_the_task_could_stop_grading(
+    docker_client, monkeypatch
+):
+    # Grading prints a marker after its results (grading.DONE_MARKER). Where code of the task cannot
+    # reach grading's shell (a Python verifier run as another user: the runner switches to it), the
+    # engine is not asked for the exit status, a round trip fewer. A root verify could stop the shell
+    # and print the marker itself, so there the engine is asked; and wherever the marker is missing.
+    from images import users_image
+
     asked: List[str] = []
     real = type(docker_client.api).exec_inspect
 
@@ -285,19 +292,23 @@ def test_a_verification_asks_the_engine_for_no_exit_status(docker_client, monkey
         asked.append(exec_id)
         return real(api, exec_id)
 
-    image, volumes = python_image(docker_client, "3.12")
-    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+    image, volumes = users_image(docker_client)
 
-    async def run(image: str, volumes: Optional[Dict[str, Dict[str, str]]]) -> VerificationOutcome:
+    async def run(image: str, volumes: Optional[Dict[str, Dict[str, str]]], user: Optional[str]) -> VerificationOutcome:
+        plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+        plan = replace(plan, user=user)
         workspace = EXAMPLES / "answer-file" / "workspace"
         async with DockerSandbox(
             image, workspace=workspace, volumes=volumes, labels=LABEL, client=docker_client
         ) as sandbox:
+            asked.clear()
             with monkeypatch.context() as patch:
                 patch.setattr(type(docker_client.api), "exec_inspect", spy)
                 return await run_verification(plan, sandbox)
 
-    outcome = asyncio.run(run(image, volumes))
+    outcome = asyncio.run(run(image, volumes, "grader"))
     assert (outcome.reward, outcome.masked, asked) == (1.0, False, []), (outcome, asked)
-    outcome = asyncio.run(run(stripped_image(docker_client, "timeout"), None))
+    outcome = asyncio.run(run(image, volumes, None))
+    assert (outcome.reward, outcome.masked, len(asked)) == (1.0, False, 1), (outcome, asked)
+    outcome = asyncio.run(run(stripped_image(docker_client, "timeout"), None, "root"))
     assert outcome.masked and len(asked) == 1, (outcome, asked)

@@ -180,7 +180,8 @@ def test_a_root_agent_that_deletes_tar_gzip_find_and_base64_is_still_graded(dock
 def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(docker_client, tmp_path, verifier_user):
     # The one exec carries the staged files (the run's key among them) in on its stdin and the
     # results out on its stdout: verify reads none of the first. Root's code can spoil the second
-    # (it reaches every pipe in the container), never forge it; the grader reaches no pipe at all.
+    # (it reaches every pipe in the container: the sample is masked), never forge it; the grader
+    # reaches no pipe at all.
     import json
 
     toml = "" if verifier_user is None else f'[verifier]\nuser = "{verifier_user}"\n'
@@ -193,11 +194,13 @@ def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(docker_client, 
     if verifier_user is None:
         seen = json.loads(written)
         assert any(path.endswith("/fd/6") for path in seen["written"]), seen  # the attack reached the pipe
+        # Results ahead of the real ones are damage: masked, never scored.
+        assert outcome.masked and "more than one tar" in outcome.detail, outcome
     else:
         seen = json.loads(outcome.stdout.split("pipes: ", 1)[1].splitlines()[0])
         assert seen["written"] == [] and outcome.failure_kind is None, (outcome, seen)
+        assert outcome.reward == 0.0 and not outcome.masked, outcome
     assert seen["stdin"] == 0 and "fd 6" in seen["denied"], seen
-    assert outcome.reward == 0.0 and not outcome.masked, outcome
 
 
 TOOLS = ("rm", "mkdir", "chown", "chmod", "mv", "head", "tail", "sha256sum", "tar", "id", "timeout", "python3", "bash")

@@ -93,10 +93,15 @@ def _members(data: bytes) -> Dict[str, bytes]:
                 files[name] = extracted.read()
                 if len(files[name]) != member.size:
                     raise CollectError(f"{name} in the results is truncated")
+            end = archive.offset
     except (tarfile.TarError, EOFError, OSError, ValueError) as error:
         if isinstance(error, CollectError):
             raise
         raise CollectError(f"the results are not a readable tar ({error})") from None
+    # tarfile stops at the first end of archive: results that something wrote ahead of the real ones
+    # (code a root verifier runs reaches grading's stdout) would be read, and the real ones not.
+    if data[end:].strip(b"\0"):
+        raise CollectError("the results hold more than one tar: something else wrote into them")
     return files
 
 

@@ -439,9 +439,18 @@ class _Grading:
 
     async def piped(self) -> Optional[Collected]:
         """One exec (two for a task's own test.sh run as another user) that gets the staged files
-        on stdin and prints the results to stdout; ``None`` when the image has no tar for them."""
+        on stdin and prints the results to stdout; ``None`` when the image has no tar for them.
+
+        Grading prints ``DONE_MARKER`` after the results: with it they came whole (no checksums are
+        sent). The engine is still asked for the exit status of every exec in which code of the task
+        could reach grading's shell (run as root, or as the user of that shell): such code could stop
+        the shell before it kills what the run started and removes the answers, and print the results
+        and the marker itself, where the engine would see a killed shell and the sample is masked."""
         sandbox: Any = self.sandbox
         steps = replace(self.steps, piped=True)
+        # Nothing of the task runs in the first exec (prepare alone), or it runs as the verifier's user
+        # under the runner, which a root shell's pipe and signals are out of reach of.
+        untouched = not self.by_admin or steps.handover == HANDOVER_READ
         first = await self._exec(
             lambda: sandbox.exec_piped(
                 grading_command(steps),
@@ -452,7 +461,7 @@ class _Grading:
                 user=sandbox.admin_user,
                 timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
                 clean_shell=True,
-                exit_marker=DONE_MARKER,
+                exit_marker=DONE_MARKER if untouched else b"",
             )
         )
         if first.return_code == NO_TAR:
@@ -469,7 +478,6 @@ class _Grading:
                     user=self.verifier,
                     timeout_s=self.run_limit,
                     clean_shell=True,
-                    exit_marker=DONE_MARKER,
                 )
             )
         # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.

