@@ -124,15 +124,20 @@ def test_a_late_module_uses_the_bytecode_read_with_its_source_only_when_they_mat
 
 
 def test_for_tag_keeps_one_interpreters_bytecode_and_everything_else():
+    # Found in review: a task's own bytecode (read as data, or imported unchecked) is never dropped,
+    # whatever the tag: stock Harbor stages it, so the server must too.
     from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, for_tag
     from nemo_gym.data.tasks.harbor.staging import ShimFile, static_files
 
-    files = [*static_files(), ShimFile("data/__pycache__/x.cpython-312.pyc", b"the task's own")]
+    own = [ShimFile(f"__pycache__/checker.{tag}.pyc", b"the task's own") for tag in ("cpython-38", "cpython-312")]
+    files = [*static_files(), *own, ShimFile("data/__pycache__/x.cpython-311.pyc", b"data")]
     kept = for_tag(files, "cpython-312")
     dropped = {file.name for file in files} - {file.name for file in kept}
     assert dropped and all(name.endswith(".pyc") and ".cpython-312." not in name for name in dropped)
     assert {name.rsplit(".", 2)[1] for name in dropped} == set(CACHE_TAGS) - {"cpython-312"}
-    assert all(not file.name.endswith(".pyc") or ".cpython-312." in file.name for file in kept)
+    assert all(file in kept for file in own) and files[-1] in kept
+    static_bytecode = [file for file in static_files() if file.name.endswith(".pyc")]
+    assert len([file for file in kept if file in static_bytecode]) == len(static_bytecode) // len(CACHE_TAGS)
     for unknown in (None, "cpython-314", "pypy-310", "../x"):
         assert for_tag(files, unknown) == tuple(files)
 

@@ -193,3 +193,17 @@ def _with_folders(files) -> set:
         parts = f"tests/{file.name}".split("/")
         names.update("/".join(parts[: index + 1]) for index in range(1, len(parts)))
     return names
+
+
+def test_a_run_archive_names_each_member_once_with_the_tasks_files_in_the_shims_folders():
+    # The static part's blocks are built once, the task's part each run: folders they share (the
+    # task's own __pycache__, say) appear once, and a task's files are never taken for the shim's.
+    own = [ShimFile("__pycache__/checker.cpython-312.pyc", b"own"), ShimFile("nemo_gym/data.txt", b"d")]
+    files = tuple(shim_files(VERIFIER, {"x": 1}, None, own))
+    archive = staging.run_archive(files, top="tests", stage="unused", private={"key": b"k"}, out=".gym-out-1")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        names = tar.getnames()
+        assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)
+        assert tar.extractfile("tests/__pycache__/checker.cpython-312.pyc").read() == b"own"
+        assert tar.extractfile("tests/nemo_gym/data.txt").read() == b"d"
+        assert sorted(names) == sorted({"tests", "tests/.gym-out-1", "tests/.gym-out-1/key"} | _with_folders(files))

@@ -23,8 +23,8 @@ cache tag, in the results), and later runs on the same image stage that one alon
 
 from __future__ import annotations
 
+import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
 # The interpreters the shim supports, by the cache tag their bytecode carries.
 CACHE_TAGS = ("cpython-38", "cpython-39", "cpython-310", "cpython-311", "cpython-312", "cpython-313")
-# A staged file that is bytecode of one of them, and which one (the group).
-_TAGGED = re.compile(r"(?:.*/)?__pycache__/[^/]+\.(" + "|".join(re.escape(tag) for tag in CACHE_TAGS) + r")\.pyc")
 # How many images ``ImageTags`` remembers (a server sees a few; a bound keeps a long one small).
 _REMEMBERED_IMAGES = 1024
 # gym_runner.py is the script test.sh runs: Python compiles a script every time and caches none.
@@ -88,16 +86,22 @@ def shipped(names: Iterable[str]) -> Dict[str, bytes]:
 
 
 def for_tag(files: Sequence[ShimFile], tag: Optional[str]) -> Tuple[ShimFile, ...]:
-    """``files`` without the bytecode of interpreters other than ``tag``'s (none of it dropped for a
-    ``tag`` of ``None``, or one the shim does not ship for): an interpreter never reads another's."""
+    """``files`` without the shim's shipped bytecode for interpreters other than ``tag``'s (none of
+    it dropped for a ``tag`` of ``None``, or one the shim does not ship for): an interpreter never
+    reads another's. The task's own files stay, ``.pyc`` or not: a task may read them as data."""
     if tag not in CACHE_TAGS:
         return tuple(files)
-    kept = []
-    for file in files:
-        match = _TAGGED.fullmatch(file.name)
-        if match is None or match.group(1) == tag:
-            kept.append(file)
-    return tuple(kept)
+    shipped = _shipped_names()
+    return tuple(file for file in files if shipped.get(file.name, tag) == tag)
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped_names() -> Dict[str, str]:
+    """Where staging lays the shim's bytecode out, by the tag each file is for."""
+    from nemo_gym.data.tasks.harbor.staging import static_sources
+
+    modules = compiled_names(static_sources())
+    return {cache_name(name, tag): tag for tag in CACHE_TAGS for name in modules}
 
 
 class ImageTags:

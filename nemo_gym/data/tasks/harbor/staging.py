@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES, sdk_files, shim_dir
-from nemo_gym.data.tasks.harbor.bytecode import shipped
+from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, shipped
 
 # Fixed archive metadata: the same inputs must give the same bytes, whoever stages them, whenever.
 _MTIME = 0
@@ -253,13 +253,22 @@ def stage_archive(files: Iterable[ShimFile], *, compresslevel: int = 6) -> bytes
     return _gzip_member(_tar_blocks(files) + _END_OF_ARCHIVE, compresslevel)
 
 
-# A handful of plans at a time: each holds its files' bytes, about 1 MB for a Python verifier.
-@functools.lru_cache(maxsize=16)
-def _placed_blocks(files: Tuple[ShimFile, ...], top: str) -> bytes:
-    """The tar blocks of ``files`` under ``top/`` (with their run modes) and of their folders, but
-    not ``top/`` itself: the same in every run of a plan, so built once (about 4 ms for a shim)."""
-    placed = [ShimFile(f"{top}/{file.name}", file.data, _RUN_MODES.get(file.name, file.mode)) for file in files]
-    return _tar_blocks(placed, skip_folders=(top,))
+@functools.lru_cache(maxsize=None)
+def _static_set() -> FrozenSet[ShimFile]:
+    return frozenset(static_files())
+
+
+def _placed(files: Iterable[ShimFile], top: str) -> List[ShimFile]:
+    return [ShimFile(f"{top}/{file.name}", file.data, _RUN_MODES.get(file.name, file.mode)) for file in files]
+
+
+# The static part as a sandbox gets it: all of it, or one Python's bytecode (``bytecode.for_tag``).
+@functools.lru_cache(maxsize=len(CACHE_TAGS) + 1)
+def _static_blocks(files: Tuple[ShimFile, ...], top: str) -> Tuple[bytes, FrozenSet[str]]:
+    """The tar blocks of the static ``files`` under ``top/`` and of their folders (not ``top/``
+    itself), and those folders: the same in every run, so built once (about 4 ms)."""
+    placed = _placed(files, top)
+    return _tar_blocks(placed, skip_folders=(top,)), frozenset(_folders(placed))
 
 
 def run_archive(
@@ -284,7 +293,11 @@ def run_archive(
     if out is not None:
         own = [ShimFile(f"{top}/{out}/{name}", data, 0o400) for name, data in (private or {}).items()]
         blocks = _tar_blocks(own, folder_modes={top: 0o700, f"{top}/{out}": 0o700})
-        blocks += _placed_blocks(tuple(files), top) + _END_OF_ARCHIVE
+        static = _static_set()
+        files = list(files)
+        shared, shared_folders = _static_blocks(tuple(file for file in files if file in static), top)
+        rest = _placed((file for file in files if file not in static), top)
+        blocks += shared + _tar_blocks(rest, skip_folders=shared_folders | {top}) + _END_OF_ARCHIVE
         return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
     secret = {f".gym-{name}": data for name, data in (private or {}).items()}
     members = [
