@@ -9,8 +9,7 @@
 #            its output in test-stdout.txt; a Python verifier also gets the private report channel.
 #   finish   Kill every process started since this exec began, lock /logs/verifier, copy the reward
 #            files, the report and the output's tail into the run's out folder with their SHA-256
-#            sums (piped, the done marker after the results stands for them), and remove everything
-#            else from /tests (the answers).
+#            sums, and remove everything else from /tests (the answers).
 #
 # Only bash builtins and coreutils, and tar where the files travel as one: on this exec's standard
 # input and output (PIPED: prepare unpacks the staged files from stdin, finish packs the results to
@@ -280,14 +279,12 @@ finish() {
   [ -f "$OUT/report" ] && printf '%s' "$report" > "$OUT/report"  # as read: at most MAX_REPORT_CHARS
   copy_outputs
   printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
-  if [ "$PIPED" != 1 ]; then  # piped results need none: the done marker after them says they are whole
-    cd -- "$OUT" || fail 92 "cannot enter $OUT"
-    shopt -s globstar
-    sums=()
-    for entry in * files/**; do [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
-    sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
-    cd / || fail 92 "cannot leave $OUT"
-  fi
+  cd -- "$OUT" || fail 92 "cannot enter $OUT"
+  shopt -s globstar
+  sums=()
+  for entry in * files/**; do [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
+  sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
+  cd / || fail 92 "cannot leave $OUT"
   for entry in "$LOGS"/.gym-trash-*; do doomed+=("$entry"); done
   if [ "$KEEP_TESTS" != 1 ]; then
     for entry in "$TESTS"/*; do

@@ -4,8 +4,8 @@ The finish step (``_grading.sh``) copies the reward files, the runner's report a
 tail into one folder with a ``meta`` file and the SHA-256 of each (``.sums``); the host receives it
 as a tar. ``read_collected`` accepts it only whole: every file listed, every sum matching, every
 size within its cap, nothing else. Anything less is ``CollectError``, which masks the sample: a
-damaged or lost result must never be scored. Results that came back on a piped exec's stdout carry
-no sums: the marker grading prints after them (``grading.DONE_MARKER``) says the tar came whole.
+damaged or lost result must never be scored (a byte flipped on the way in the report would
+otherwise read as no report, a false 0); nor may anything ahead of the results be read.
 """
 
 from __future__ import annotations
@@ -145,18 +145,16 @@ def _check_sums(sums: bytes, files: Mapping[str, bytes]) -> None:
             raise CollectError(f"{name} does not match its checksum: the results were damaged on the way")
 
 
-def read_collected(data: bytes, *, whole: bool = False) -> Collected:
-    """The results in the tar ``data``; ``CollectError`` unless they arrived whole: checked against
-    their sums, or vouched for by the caller (``whole``: a piped exec's done marker came after them)."""
+def read_collected(data: bytes) -> Collected:
+    """The results in the tar ``data``; ``CollectError`` unless they arrived whole."""
     files = _members(data)
-    if META not in files or (SUMS not in files and not whole):
+    if META not in files or SUMS not in files:
         raise CollectError("the results are incomplete (no checksums or no meta file)")
     try:
         meta_text = files[META].decode("ascii")
     except UnicodeDecodeError:
         raise CollectError("the results' meta file is not text") from None
-    if SUMS in files:
-        _check_sums(files.pop(SUMS), files)
+    _check_sums(files.pop(SUMS), files)
     meta = _meta(meta_text)
     for name, kind in meta.kinds.items():
         if (kind == "file") != (name in files):

@@ -26,9 +26,10 @@ NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archi
 STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
 UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
 NO_TAR = 94  # no tar for files on the exec's stdin and stdout: the host sends them another way
-# What a piped run prints last on its stdout, after the results, before it exits 0: the results
-# came whole (no checksums are sent), and where no code of the task could reach the shell, its exit
-# status is 0 without a round trip to the sandbox (``verification._Grading.piped``).
+# What a piped run prints last on its stdout, after the results, before it exits 0: where no code of
+# the task could reach the shell, its exit status is 0 without a round trip to the sandbox
+# (``verification._Grading.piped``). The results keep their checksums: a byte flipped on the way
+# must mask the sample, never read as a missing report.
 DONE_MARKER = b"\nnemo-gym-grading-done\n"
 
 # Variables that act on a program as it starts (the dynamic loader's, glibc's, tar's). A task may

@@ -441,11 +441,11 @@ class _Grading:
         """One exec (two for a task's own test.sh run as another user) that gets the staged files
         on stdin and prints the results to stdout; ``None`` when the image has no tar for them.
 
-        Grading prints ``DONE_MARKER`` after the results: with it they came whole (no checksums are
-        sent). The engine is still asked for the exit status of every exec in which code of the task
-        could reach grading's shell (run as root, or as the user of that shell): such code could stop
-        the shell before it kills what the run started and removes the answers, and print the results
-        and the marker itself, where the engine would see a killed shell and the sample is masked."""
+        Grading prints ``DONE_MARKER`` after the results, its last act: where no code of the task
+        could reach grading's shell, it stands for exit status 0. Elsewhere (code run as root, or as
+        the user of that shell) the engine is asked: such code could stop the shell before it kills
+        what the run started and removes the answers, and print the results and the marker itself,
+        where the engine sees a killed shell and the sample is masked."""
         sandbox: Any = self.sandbox
         steps = replace(self.steps, piped=True)
         # Nothing of the task runs in the first exec (prepare alone), or it runs as the verifier's user
@@ -483,9 +483,7 @@ class _Grading:
         # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.
         _check_exit(ran.return_code, ran.stdout[-4096:].decode(errors="replace") + ran.stderr)
         results = bytes(ran.stdout)
-        if results.endswith(DONE_MARKER):  # grading printed it after the results: they came whole
-            return read_collected(results[: -len(DONE_MARKER)], whole=True)
-        return read_collected(results)
+        return read_collected(results[: -len(DONE_MARKER)] if results.endswith(DONE_MARKER) else results)
 
     async def staged(self) -> Collected:
         """The staged files uploaded before the exec (or two), the results downloaded after it."""
