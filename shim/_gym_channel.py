@@ -267,6 +267,8 @@ def note_cache_tag(folder: "str") -> None:
         return
     try:
         os.write(handle, tag.encode("ascii", "replace"))
+    except OSError:  # a full disk, say: the report that follows is what matters
+        pass
     finally:
         os.close(handle)
 
@@ -316,6 +318,10 @@ def become(user: "str") -> None:
             raise VerifierError(f"the sandbox has no user named {name!r} ([verifier].user)") from None
         entry = None
     uid = int(name) if entry is None else entry.pw_uid
+    if uid == 0 and name != "root" and not name.isdigit():
+        # The server guards grading by the name: root's names get root's guards (the engine is asked
+        # how grading ended), another user's do not. A name that hides uid 0 would get the wrong ones.
+        raise VerifierError(f"[verifier].user {user!r} is uid 0: name it root (or 0) so that it is treated as root")
     gid = 0 if entry is None else entry.pw_gid
     try:
         if group:

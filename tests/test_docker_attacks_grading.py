@@ -24,55 +24,7 @@ def write(root: Path, files: dict) -> Path:
 # Area 1: the done marker. A root verify's program stops grading's shell, waits for the runner's
 # genuine report, writes the results itself followed by the marker, and kills the shell: finish
 # (kill_strays, the lock, removing /tests) never runs, and the host takes exit status 0.
-CUT_SHORT = r'''
-import os, subprocess, sys
-DAEMON = r"""
-import io, os, signal, sys, tarfile, time
-bash, runner = int(sys.argv[1]), int(sys.argv[2])
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-pipe = os.open(f"/proc/{bash}/fd/6", os.O_WRONLY)
-os.kill(bash, signal.SIGSTOP)  # finish cannot start: nothing will kill this process
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-while alive(runner):
-    time.sleep(0.01)
-out = [name for name in os.listdir("/tests") if name.startswith(".gym-out-")][0]
-files = {
-    "report": open(f"/tests/{out}/report", "rb").read(),  # the runner's genuine report
-    "reward.json": open("/logs/verifier/reward.json", "rb").read(),
-    "meta": b"status 0\nelapsed_cs 1\nkinds reward.json=file \nskipped 0\n",
-}
-buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w") as archive:
-    for name, data in files.items():
-        info = tarfile.TarInfo("./" + name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
-os.close(pipe)
-os.kill(bash, signal.SIGKILL)
-os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
-"""
-def verify():
-    pid, bash = os.getppid(), None
-    while pid > 1:  # the grading shell: the ancestor whose fd 6 is the exec's stdout
-        try:
-            if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
-                bash = pid
-                break
-        except OSError:
-            pass
-        with open(f"/proc/{pid}/stat") as handle:
-            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
-    subprocess.run([sys.executable, "-c", DAEMON, str(bash), str(os.getpid())])
-    return 0.75
-'''.replace("MARKER", MARKER)
+# The attack is CUT_SHORT, below (with a handshake: verify returns once the shell is stopped).
 
 
 def test_a_root_verify_that_cuts_grading_short_is_masked(docker_client, tmp_path):
@@ -87,7 +39,9 @@ def test_a_root_verify_that_cuts_grading_short_is_masked(docker_client, tmp_path
 
     outcome, (survivors, left) = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
     # Nothing started during grading survives it, or the sample is masked: the engine saw a killed shell.
-    assert outcome.masked and outcome.mask_reason == "sandbox_error", (outcome, survivors, left)
+    # (An attack that lost its race leaves the honest outcome and nothing behind: that is fine too.)
+    honest = (outcome.reward, outcome.masked, survivors) == (0.75, False, "")
+    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or honest, (outcome, survivors, left)
 
 
 # The same for a task's own test.sh run as a [verifier].user: the second grading exec's shell is that
@@ -131,12 +85,13 @@ def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client,
         tmp_path / "task",
         {
             "task.toml": '[verifier]\nuser = "grader"\n',
-            "tests/test.sh": "python3 /workspace/prog.py </dev/null >/dev/null 2>&1\necho 0 > /logs/verifier/reward.txt\n",
+            "tests/test.sh": "python3 /workspace/prog.py </dev/null >/dev/null 2>&1\nsleep 1\necho 0 > /logs/verifier/reward.txt\n",
         },
     )
     workspace = write(tmp_path / "ws", {"prog.py": OWN_DAEMON})
     outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors)
-    assert outcome.masked and outcome.mask_reason == "sandbox_error", (outcome, survivors)
+    honest = (outcome.reward, outcome.masked, survivors) == (0.0, False, "")  # the attack lost its race
+    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or honest, (outcome, survivors)
 
 
 # Without killing anything: results written into fd 6 before finish packs its own are read first
@@ -251,3 +206,91 @@ def test_a_planted_cache_tag_never_changes_another_tasks_score(docker_client, tm
     assert tags.get(image) == "cpython-38"  # a root verify can write it: a hint, never more
     second = verify_in(image, victim, volumes=volumes, client=docker_client, workspace=victim / "workspace")
     assert (second.reward, second.masked) == (1.0, False), (second, tags.get(image))
+
+
+# Red team, round 21: a [verifier].user that is uid 0 by a name with a group (root:agent, 0:1000) took
+# the non-root path (the runner switches to it), so the engine was not asked how grading ended; verify,
+# root all the same, stopped the shell and printed whole results (sums included) and the marker.
+CUT_SHORT = r'''
+import os, subprocess, sys
+DAEMON = r"""
+import hashlib, io, os, signal, sys, tarfile, time
+bash, runner = int(sys.argv[1]), int(sys.argv[2])
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+pipe = os.open(f"/proc/{bash}/fd/6", os.O_WRONLY)
+os.kill(bash, signal.SIGSTOP)
+open("/tmp/rt-stopped", "w").close()
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while alive(runner):
+    time.sleep(0.01)
+time.sleep(0.2)
+out = [name for name in os.listdir("/tests") if name.startswith(".gym-out-")][0]
+files = {
+    "report": open(f"/tests/{out}/report", "rb").read(),
+    "reward.json": open("/logs/verifier/reward.json", "rb").read(),
+    "meta": b"status 0\nelapsed_cs 1\nkinds reward.json=file \nskipped 0\n",
+}
+files[".sums"] = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()).encode()
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w") as archive:
+    for name, data in files.items():
+        info = tarfile.TarInfo("./" + name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
+os.close(pipe)
+os.kill(bash, signal.SIGKILL)
+os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
+"""
+def verify():
+    assert os.getuid() == 0, os.getuid()
+    os.setgroups([0]); os.setgid(0)  # uid 0 keeps CAP_SETGID: back to the shell's gid, /proc/<bash>/fd opens
+    pid, bash = os.getppid(), None
+    while pid > 1:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
+                bash = pid
+                break
+        except OSError:
+            pass
+        with open(f"/proc/{pid}/stat") as handle:
+            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+    subprocess.run([sys.executable, "-c", DAEMON, str(bash), str(os.getpid())])
+    import time
+    for _ in range(500):
+        if os.path.exists("/tmp/rt-stopped"):
+            break
+        time.sleep(0.01)
+    return 0.75
+'''.replace("MARKER", MARKER)
+
+
+@pytest.mark.parametrize("user", ["root:agent", "0:1000", "root:0"])
+def test_a_uid0_verifier_user_with_a_group_that_cuts_grading_short_is_masked(docker_client, tmp_path, user):
+    from test_docker_attacks import attack, grading_survivors
+
+    files = {"task.toml": f'[verifier]\nuser = "{user}"\n', "tests/verifier.py": CUT_SHORT}
+    task_dir = write(tmp_path / "task", files)
+    outcome, survivors = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=grading_survivors)
+    honest = (outcome.reward, outcome.masked, survivors) == (0.75, False, "")  # the attack lost its race
+    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or honest, (outcome, survivors)
+
+
+def test_a_verifier_user_that_hides_uid_0_behind_another_name_is_refused(docker_client, tmp_path):
+    # The server guards grading by the user's name; a name that is uid 0 would get a non-root's guards.
+    from test_docker_attacks import attack
+
+    async def alias(sandbox: Any) -> None:
+        await sandbox.exec("echo 'toor:x:0:0::/root:/bin/sh' >> /etc/passwd", user="root")
+
+    task_dir = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "toor"\n', "tests/verifier.py": CUT_SHORT})
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=alias)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert "is uid 0: name it root" in outcome.stdout, outcome
