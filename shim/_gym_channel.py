@@ -144,11 +144,8 @@ class Reporter:
 
     def send(self, kind: "str", text: "str") -> None:
         """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``; the
-        first call reports, and returns once the key holder has written the line."""
-        try:
-            self.confirm()
-        except VerifierError as error:
-            print(f"verifier error: {error}")
+        first call reports, and returns once the key holder has written the line (``serve`` has
+        confirmed it before it returned this reporter)."""
         if self.pipe < 0:
             return
         pipe, self.pipe = self.pipe, -1
@@ -168,9 +165,8 @@ class Reporter:
 def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
     """Forks the key holder: it reads and removes the run's key, tells the runner it has it, leaves
     the interpreter's cache tag for the host (``note_cache_tag``), waits for the one report, writes
-    it with its HMAC to ``descriptor`` and exits. The runner closes
-    ``descriptor`` and never reads the key; it goes on at once, while the holder starts, and waits
-    for it in ``Reporter.confirm``."""
+    it with its HMAC to ``descriptor`` and exits. The runner closes ``descriptor`` and never reads
+    the key; it goes on at once, while the holder starts, and waits for it in ``Reporter.confirm``."""
     ready_read, ready_write = os.pipe()
     report_read, report_write = os.pipe()
     holder = os.fork()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Dict, Mapping, Optional, Union
 
 import pytest
 
@@ -144,23 +145,56 @@ def write_files(root: Path, files: Mapping[str, Union[str, bytes]], *, dedent: b
     return root
 
 
-# verify as the agent's program would act in it: it reads its stdin and writes a results tar claiming a
-# reward of 1 into every pipe it reaches (the grading exec's stdout among them for root), with the
-# marker that says grading exited 0 (grading.DONE_MARKER) after it, then scores 0.
-PIPE_FORGER = """
-import io, json, os, sys, tarfile
-def forged() -> bytes:  # results claiming a reward of 1, as finish would pack them
+def pack_results(files: "Dict[str, bytes]", sums: "bool" = True) -> "bytes":  # noqa: UP037 (runs in sandboxes)
+    """Results as finish packs them (``./<name>`` members, with ``.sums``), as a forger would. Standard
+    library only, imports inside: its source also runs inside sandboxes (``IN_SANDBOX``)."""
     import hashlib
-    files = {"reward.json": b'{"reward": 1}\\n', "meta": b"status 0\\nelapsed_cs 1\\nkinds reward.json=file \\nskipped 0\\n"}
-    sums = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\\n" for name, data in files.items())
-    files[".sums"] = sums.encode()
+    import io
+    import tarfile
+
+    files = dict(files)
+    if sums:
+        files[".sums"] = "".join(
+            f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, data in files.items()
+        ).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for name, data in files.items():
             info = tarfile.TarInfo("./" + name)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue() + b"\\nnemo-gym-grading-done\\n"
+    return buffer.getvalue()
+
+
+def grading_shell() -> "Optional[int]":  # noqa: UP037 (runs in sandboxes)
+    """Inside a sandbox: the grading shell, the ancestor whose fd 6 is a pipe (the exec's stdout)."""
+    import os
+
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
+                return pid
+        except OSError:
+            pass
+        with open(f"/proc/{pid}/stat") as handle:
+            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+    return None
+
+
+# The two above, for programs that run inside a sandbox.
+IN_SANDBOX = inspect.getsource(pack_results) + "\n\n" + inspect.getsource(grading_shell) + "\n\n"
+
+# verify as the agent's program would act in it: it reads its stdin and writes a results tar claiming a
+# reward of 1 into every pipe it reaches (the grading exec's stdout among them for root), with the
+# marker that says grading exited 0 (grading.DONE_MARKER) after it, then scores 0.
+PIPE_FORGER = (
+    IN_SANDBOX
+    + """
+import json, os, sys
+def forged() -> bytes:  # results claiming a reward of 1, as finish would pack them
+    files = {"reward.json": b'{"reward": 1}\\n', "meta": b"status 0\\nelapsed_cs 1\\nkinds reward.json=file \\nskipped 0\\n"}
+    return pack_results(files) + b"\\nnemo-gym-grading-done\\n"
 def verify(workspace):
     seen = {"stdin": sys.stdin.buffer.read(), "written": [], "denied": []}
     seen["stdin"] = len(seen["stdin"])
@@ -189,3 +223,4 @@ def verify(workspace):
         pass
     return 0.0
 """
+)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tarfile
 from typing import Dict
 
 import pytest
+from support import pack_results
 
 from nemo_gym.data.tasks.harbor.collected import CollectError, read_collected
 
@@ -15,18 +13,7 @@ META = b"status 0\nelapsed_cs 3\nkinds reward.json=file \nskipped 0\n"
 
 
 def results(files: Dict[str, bytes], *, sums: bool = True) -> bytes:
-    files = dict(files)
-    if sums:
-        files[".sums"] = "".join(
-            f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, data in files.items()
-        ).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo("./" + name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return pack_results(files, sums)
 
 
 FILES = {"reward.json": b'{"reward": 1}\n', "meta": META, "report": b"line\n", "cache_tag": b"cpython-312"}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import write_files
+from support import IN_SANDBOX, write_files
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -46,36 +46,25 @@ def test_a_root_verify_that_cuts_grading_short_is_masked(docker_client, tmp_path
 
 # The same for a task's own test.sh run as a [verifier].user: the second grading exec's shell is that
 # user's, so the program test.sh runs (the agent's, in a coding task) reaches its fd 6 and can kill it.
-OWN_DAEMON = r"""
-import io, os, signal, sys, tarfile, time
-pid, bash = os.getppid(), None
-while pid > 1:
-    try:
-        if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
-            bash = pid
-            break
-    except OSError:
-        pass
-    with open(f"/proc/{pid}/stat") as handle:
-        pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+OWN_DAEMON = (
+    IN_SANDBOX
+    + r"""
+import os, signal, time
+bash = grading_shell()
 if os.fork():
     os._exit(0)
 os.setsid()
 pipe = os.open(f"/proc/{bash}/fd/6", os.O_WRONLY)
 os.kill(bash, signal.SIGSTOP)
 files = {"reward.txt": b"1\n", "meta": b"status 0\nelapsed_cs 1\nkinds reward.txt=file \nskipped 0\n"}
-buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w") as archive:
-    for name, data in files.items():
-        info = tarfile.TarInfo("./" + name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
+buffer = pack_results(files)
+os.write(pipe, buffer + b"\nnemo-gym-grading-done\n")
 os.close(pipe)
 time.sleep(0.5)  # test.sh has written its 0 by now
 os.kill(bash, signal.SIGKILL)
 os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
 """.replace("MARKER", MARKER)
+)
 
 
 def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client, tmp_path):
@@ -97,29 +86,14 @@ def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client,
 # Without killing anything: results written into fd 6 before finish packs its own are read first
 # (tarfile stops at the first end-of-archive; what follows is never looked at). Sums included, for
 # the parent commit's check.
-PREFIX_FORGER = r"""
-import hashlib, io, os, tarfile
-pid, bash = os.getppid(), None
-while pid > 1:
-    try:
-        if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
-            bash = pid
-            break
-    except OSError:
-        pass
-    with open(f"/proc/{pid}/stat") as handle:
-        pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+PREFIX_FORGER = (
+    IN_SANDBOX
+    + r"""
 files = {"reward.txt": b"1\n", "meta": b"status 0\nelapsed_cs 1\nkinds reward.txt=file \nskipped 0\n"}
-files[".sums"] = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()).encode()
-buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w") as archive:
-    for name, data in files.items():
-        info = tarfile.TarInfo("./" + name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-with open(f"/proc/{bash}/fd/6", "wb") as pipe:
-    pipe.write(buffer.getvalue())
+with open(f"/proc/{grading_shell()}/fd/6", "wb") as pipe:
+    pipe.write(pack_results(files))
 """
+)
 
 
 def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage(docker_client, tmp_path):
@@ -211,10 +185,10 @@ def test_a_planted_cache_tag_never_changes_another_tasks_score(docker_client, tm
 # Red team, round 21: a [verifier].user that is uid 0 by a name with a group (root:agent, 0:1000) took
 # the non-root path (the runner switches to it), so the engine was not asked how grading ended; verify,
 # root all the same, stopped the shell and printed whole results (sums included) and the marker.
-CUT_SHORT = r'''
-import os, subprocess, sys
-DAEMON = r"""
-import hashlib, io, os, signal, sys, tarfile, time
+DAEMON = (
+    IN_SANDBOX
+    + r"""
+import os, signal, sys, time
 bash, runner = int(sys.argv[1]), int(sys.argv[2])
 if os.fork(): os._exit(0)
 os.setsid()
@@ -237,39 +211,28 @@ files = {
     "reward.json": open("/logs/verifier/reward.json", "rb").read(),
     "meta": b"status 0\nelapsed_cs 1\nkinds reward.json=file \nskipped 0\n",
 }
-files[".sums"] = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()).encode()
-buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w") as archive:
-    for name, data in files.items():
-        info = tarfile.TarInfo("./" + name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-os.write(pipe, buffer.getvalue() + b"\nnemo-gym-grading-done\n")
+os.write(pipe, pack_results(files) + b"\nnemo-gym-grading-done\n")
 os.close(pipe)
 os.kill(bash, signal.SIGKILL)
 os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
-"""
+""".replace("MARKER", MARKER)
+)
+CUT_SHORT = (
+    IN_SANDBOX
+    + f"DAEMON = {DAEMON!r}\n"
+    + r"""
+import os, subprocess, sys, time
 def verify():
     assert os.getuid() == 0, os.getuid()
     os.setgroups([0]); os.setgid(0)  # uid 0 keeps CAP_SETGID: back to the shell's gid, /proc/<bash>/fd opens
-    pid, bash = os.getppid(), None
-    while pid > 1:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/6").startswith("pipe:"):
-                bash = pid
-                break
-        except OSError:
-            pass
-        with open(f"/proc/{pid}/stat") as handle:
-            pid = int(handle.read().rsplit(")", 1)[1].split()[1])
-    subprocess.run([sys.executable, "-c", DAEMON, str(bash), str(os.getpid())])
-    import time
+    subprocess.run([sys.executable, "-c", DAEMON, str(grading_shell()), str(os.getpid())])
     for _ in range(500):
         if os.path.exists("/tmp/rt-stopped"):
             break
         time.sleep(0.01)
     return 0.75
-'''.replace("MARKER", MARKER)
+"""
+)
 
 
 @pytest.mark.parametrize("user", ["root:agent", "0:1000", "root:0"])
