@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from support import pyenv_python
@@ -582,3 +585,45 @@ def test_no_code_of_the_task_runs_before_the_key_holder_has_the_key(tmp_path):
     assert json.loads(early.read_text()) == {"key_left": False}
     reports = find_reports((tmp_path / "report").read_bytes(), key)
     assert [(found.kind, found.text) for found in reports] == [("reward", '{"reward": 1.0}')], reports
+
+
+# --- the cache tag the key holder leaves: a hint that may never cost the report ----------------------
+
+HOLDER = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import _gym_channel
+folder, planted = sys.argv[2], sys.argv[3]
+with open(os.path.join(folder, "key"), "w") as handle:
+    handle.write(os.urandom(32).hex())
+tag = os.path.join(folder, _gym_channel.CACHE_TAG_FILE)
+if planted == "fifo":  # an open for writing would wait for a reader forever
+    os.mkfifo(tag)
+elif planted == "link":  # followed, the tag would go wherever the link points
+    os.symlink(os.path.join(folder, "elsewhere"), tag)
+report = os.open(os.path.join(folder, "report"), os.O_WRONLY | os.O_CREAT, 0o600)
+reporter = _gym_channel.hold_key(report, os.path.join(folder, "key"))
+reporter.confirm()
+reporter.send("reward", '{"reward": 1}')
+"""
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link", "nothing"])
+def test_a_planted_cache_tag_neither_holds_up_the_key_holder_nor_costs_the_report(tmp_path, planted):
+    """Found by red team round 21 as a question, held: whatever sits at ``$OUT/cache_tag`` (a FIFO, a
+    link), the holder's write (``O_EXCL | O_NOFOLLOW``) fails at once and the report is still sent;
+    with nothing there, the tag is written."""
+    shim = Path(__file__).parent.parent / "shim"
+    ran = subprocess.run(
+        [sys.executable, "-c", HOLDER, str(shim), str(tmp_path), planted], capture_output=True, text=True, timeout=20
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ' reward {"reward": 1}' in (tmp_path / "report").read_text()
+    assert not (tmp_path / "key").exists()
+    tag = tmp_path / "cache_tag"
+    if planted == "nothing":
+        assert tag.read_text() == sys.implementation.cache_tag
+    elif planted == "link":
+        assert tag.is_symlink() and not (tmp_path / "elsewhere").exists()
+    else:
+        assert tag.is_fifo()

@@ -498,9 +498,13 @@ if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         end = time.time() + 120  # past any grading, however loaded the machine: the container's end stops it
+        beat = 0
         while time.time() < end:
-            with open("/tmp/linger-alive", "w") as handle:
-                handle.write(str(os.getpid()))
+            # Whole or absent, never empty (a rename): a reader never takes a beat for none.
+            beat += 1
+            with open("/tmp/linger-beat", "w") as handle:
+                handle.write("%d %d" % (os.getpid(), beat))
+            os.replace("/tmp/linger-beat", "/tmp/linger-alive")
             time.sleep(0.01)
     os._exit(0)
 """
@@ -524,9 +528,14 @@ if os.fork() == 0:
 def test_a_daemon_the_agents_program_leaves_does_not_outlive_grading(provider, users, left, tmp_path, private_pids):
     """A task's own test.sh, run as ``grader``, runs the agent's program, which leaves a daemon (a
     new session, double fork). With ``private_pids`` grading kills it; the daemon keeps writing a
-    heartbeat, so one that survives shows up after grading."""
+    heartbeat, so one that survives shows up after grading. test.sh waits for its first beat, so the
+    daemon is alive whenever grading's end comes."""
     toml = '[verifier]\nuser = "grader"\ntimeout_sec = 30\n'
-    script = "/workspace/linger.py\nsleep 0.2\necho 0 > /logs/verifier/reward.txt\n"
+    script = (
+        "/workspace/linger.py\n"
+        "for i in $(seq 200); do [ -s /tmp/linger-alive ] && break; sleep 0.05; done\n"
+        "echo 0 > /logs/verifier/reward.txt\n"
+    )
     plan = plan_verification(load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": script})))
     spec = _spec(users)
 
