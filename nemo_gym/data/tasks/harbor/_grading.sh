@@ -7,9 +7,9 @@
 #            stage folder, and hand them to the verifier's user as the verifier kind needs.
 #   run      test.sh under timeout, from the working directory, with the verifier's PATH and env,
 #            its output in test-stdout.txt; a Python verifier also gets the private report channel.
-#   finish   Kill every process started since this exec began, lock /logs/verifier, copy the reward
-#            files, the report and the output's tail into the run's out folder with their SHA-256
-#            sums, and remove everything else from /tests (the answers).
+#   finish   Kill every process started since this exec began, lock /logs/verifier if it was handed
+#            over, copy the reward files, the report and the output's tail into the run's out folder
+#            with their SHA-256 sums, and remove everything else from /tests (the answers).
 #
 # Only bash builtins and coreutils, and tar where the files travel as one: on this exec's standard
 # input and output (PIPED: prepare unpacks the staged files from stdin, finish packs the results to
@@ -47,6 +47,23 @@ is_root=0
 # it, in one call. A link must be gone first: install follows it.
 make_folder=(install -d)
 [ "$is_root" = 1 ] && make_folder+=(-o 0 -g 0)
+# Files up to this size bash copies itself (quick_copy): most reward files and a quiet verifier's
+# output, a process start (1-2 ms in a container) saved each; bash reads byte by byte, so no more.
+QUICK_BYTES=4096
+
+# What `$1 -c $2` (head or tail) prints of the file open on fds 7 and 8 (two openings: reading moves
+# 7's offset), into "$3". bash's read stops at a NUL byte, after n bytes or at the end of the file,
+# and only the end (status 1) leaves the text the whole file; else the tool copies it, so the copy is
+# always the tool's, byte for byte (bash would drop a NUL: "1\0" must not read as 1). Needs LC_ALL=C.
+quick_copy() {
+  local text= n=$QUICK_BYTES
+  [ "$2" -lt "$n" ] && n=$2
+  if [ "$n" -gt 0 ] && ! IFS= read -r -d '' -n "$n" text <&7; then
+    printf '%s' "$text" > "$3"
+  else
+    "$1" -c "$2" <&8 > "$3"
+  fi
+}
 
 prepare() {
   local parent=${LOGS%/*} entry name input keep doomed=() inputs
@@ -143,7 +160,8 @@ handover() {
 
 run() {
   local up held=() entry launcher=()
-  exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" || fail 92 "cannot create $LOGS/test-stdout.txt"
+  exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
+    || fail 92 "cannot create $LOGS/test-stdout.txt"
   # The variables this exec set empty (grading's own programs must not load what they name) reach
   # the verifier with their own values: test.sh's environment holds them, or, for the shim, the
   # runner sets them once it has switched users and sealed itself.
@@ -164,7 +182,7 @@ run() {
   run_started=${up/./}
   umask 022
   PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" \
-    </dev/null >&4 2>&4 4>&- 5>&- 6>&-
+    </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?
   umask 077
   IFS=' ' read -r up _ < /proc/uptime
@@ -253,21 +271,23 @@ finish() {
   local name path kinds="" report="" doomed=() entry sums input
   LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
   [ "$KILL_STRAYS" = 1 ] && kill_strays
-  if [ "$is_root" = 1 ]; then
+  # Locked again only if it was handed over: else it has been the admin's, 0700, since prepare, and
+  # only code run as the admin could have changed that, which could as well have written a reward.
+  if [ "$is_root" = 1 ] && [ -n "$HANDOVER" ]; then
     "${make_folder[@]}" -m 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
   fi
   for name in reward.json reward.txt; do
     path=$LOGS/$name
     if [ -L "$path" ]; then kinds="$kinds$name=link "
     elif [ -f "$path" ]; then
-      head -c "$MAX_REWARD_BYTES" -- "$path" > "$OUT/$name" || fail 92 "cannot copy $name"
+      quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
       kinds="$kinds$name=file "
     elif [ -e "$path" ]; then kinds="$kinds$name=other "
     fi
   done
   if [ -n "${run_started-}" ]; then
-    tail -c "$TAIL_BYTES" <&5 > "$OUT/test-stdout.txt" || fail 92 "cannot copy test-stdout.txt"
-    exec 5<&-
+    quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || fail 92 "cannot copy test-stdout.txt"
+    exec 5<&- 7<&-
   fi
   if [ -f "$OUT/report" ]; then
     IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"

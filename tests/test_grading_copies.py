@@ -1,0 +1,95 @@
+"""The capped copies grading makes of the reward files and of the verifier's output.
+
+A small file with no NUL byte is copied by bash itself (``quick_copy`` in ``_grading.sh``), the rest
+by ``head -c`` or ``tail -c``: whichever way, the copy must be byte for byte what the tool prints, or
+a reward could read differently than it was written (``1`` and a NUL byte is no reward; with the NUL
+dropped it would be a 1).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_attacks import needs_root, task, verify
+from test_attacks_review import NOBODY
+
+from nemo_gym.data.tasks.harbor.grading import _script
+
+# The script's definitions (everything before its steps run), and no tool check that could exit.
+DEFINITIONS = _script().split("\nfor step in $STEPS")[0]
+
+
+def bash_copy(tmp_path: Path, data: bytes, tool: str, cap: int, quick: Optional[int] = None) -> bytes:
+    """What ``quick_copy`` leaves of ``data`` with ``tool`` (head or tail) and ``cap``, run as grading's
+    finish runs it (LC_ALL=C, the file open twice)."""
+    source, copy = tmp_path / "source", tmp_path / "copy"
+    source.write_bytes(data)
+    copy.unlink(missing_ok=True)
+    limit = "" if quick is None else f"QUICK_BYTES={quick}\n"
+    script = f'{DEFINITIONS}\n{limit}LC_ALL=C\nquick_copy {tool} {cap} "$COPY" 7<"$SOURCE" 8<"$SOURCE" || exit 3\n'
+    env = {"PATH": "/usr/bin:/bin", "SOURCE": str(source), "COPY": str(copy)}
+    subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, check=True)
+    return copy.read_bytes()
+
+
+def tool_copy(data: bytes, tool: str, cap: int) -> bytes:
+    return subprocess.run([tool, "-c", str(cap)], input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+# Bytes bash treats specially somewhere (NUL, its own CTLESC and CTLNUL, backslash, newline, IFS).
+SPECIAL = st.sampled_from([b"\x00", b"\x01", b"\x7f", b"\\", b"\n", b"\r", b" ", b"\t", b"\xff", b"\xc3\xa9", b"1"])
+DATA = st.lists(st.one_of(SPECIAL, st.binary(max_size=40)), max_size=60).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=DATA, tool=st.sampled_from(["head", "tail"]), cap=st.integers(0, 300), quick=st.integers(1, 300))
+def test_the_copy_is_what_head_or_tail_prints_byte_for_byte(tmp_path, data, tool, cap, quick):
+    assert bash_copy(tmp_path, data, tool, cap, quick) == tool_copy(data, tool, cap)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 70_000])
+@pytest.mark.parametrize("tool", ["head", "tail"])
+def test_sizes_around_the_quick_limit_copy_exactly(tmp_path, tool, size):
+    data = bytes((index % 255) + 1 for index in range(size))  # no NUL: the quick path when small
+    assert bash_copy(tmp_path, data, tool, 65_536) == tool_copy(data, tool, 65_536)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [b"1\x00", b"\x001", b"1\x00\n", b'{"reward": 1}\x00'],
+    ids=["one-nul", "nul-one", "one-nul-newline", "json-nul"],
+)
+def test_a_reward_file_with_a_nul_byte_is_not_read_without_it(tmp_path, written):
+    """The reward file reaches the host as written: a NUL byte bash would drop keeps it from parsing."""
+    name = "reward.json" if written.startswith(b"{") else "reward.txt"
+    octal = "".join(f"\\{byte:03o}" for byte in written)
+    script = f"#!/bin/bash\nprintf '{octal}' > /logs/verifier/{name}\n"
+    folder = task(tmp_path / "task", {"tests/test.sh": script})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outcome = verify(folder, workspace)
+    assert outcome.reward != 1.0, outcome
+    assert not outcome.masked, outcome
+
+
+@pytest.mark.parametrize("output", ["", "graded\n", "x" * 5000], ids=["silent", "short", "long"])
+def test_the_output_copied_is_the_one_test_sh_wrote_not_a_replacement(tmp_path, output):
+    """A task's own test.sh run as another user owns ``/logs/verifier`` and swaps ``test-stdout.txt`` for
+    a file of its own: the output kept is what it printed, read through the file grading opened."""
+    needs_root()
+    script = (
+        f"#!/bin/bash\nprintf '%s' '{output}'\n"
+        "rm -f /logs/verifier/test-stdout.txt\nprintf 'swapped' > /logs/verifier/test-stdout.txt\n"
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    folder = task(tmp_path / "task", {"tests/test.sh": script, "task.toml": NOBODY})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outcome = verify(folder, workspace)
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+    assert outcome.stdout == output
