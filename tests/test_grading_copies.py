@@ -93,3 +93,16 @@ def test_the_output_copied_is_the_one_test_sh_wrote_not_a_replacement(tmp_path, 
     outcome = verify(folder, workspace)
     assert (outcome.reward, outcome.masked) == (1.0, False), outcome
     assert outcome.stdout == output
+
+
+def test_a_folder_swapped_in_for_a_reward_file_is_left_to_the_tool(tmp_path):
+    """Found by red team round 22: bash's read fails on a folder with status 1, as at the end of a
+    file, so a folder swapped in after grading looked copied as an empty reward; ``head`` fails there
+    and the sample is masked, as before (``test -f`` on the open descriptor decides)."""
+    entry, copy = tmp_path / "entry", tmp_path / "copy"
+    entry.mkdir()
+    script = f'{DEFINITIONS}\nLC_ALL=C\nquick_copy head 100 "$COPY" 7<"$ENTRY" 8<"$ENTRY" && echo copied\n'
+    env = {"PATH": "/usr/bin:/bin", "ENTRY": str(entry), "COPY": str(copy)}
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, capture_output=True, timeout=5)
+    assert b"copied" not in ran.stdout, ran
+    assert b"head:" in ran.stderr and b"read error" not in ran.stderr, ran

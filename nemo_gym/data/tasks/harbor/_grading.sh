@@ -48,17 +48,21 @@ is_root=0
 make_folder=(install -d)
 [ "$is_root" = 1 ] && make_folder+=(-o 0 -g 0)
 # Files up to this size bash copies itself (quick_copy): most reward files and a quiet verifier's
-# output, a process start (1-2 ms in a container) saved each; bash reads byte by byte, so no more.
+# output, a process start (1-2 ms in a container) saved each; bash's read handles every byte itself
+# (about 25 ms a MiB), so no more.
 QUICK_BYTES=4096
 
 # What `$1 -c $2` (head or tail) prints of the file open on fds 7 and 8 (two openings: reading moves
-# 7's offset), into "$3". bash's read stops at a NUL byte, after n bytes or at the end of the file,
-# and only the end (status 1) leaves the text the whole file; else the tool copies it, so the copy is
-# always the tool's, byte for byte (bash would drop a NUL: "1\0" must not read as 1). Needs LC_ALL=C.
+# 7's offset), into "$3". bash's read stops at a NUL byte, after n bytes or at the end of the file
+# (status 1), and only the end of a regular file leaves the text the whole file (bash would drop a
+# NUL: "1\0" must not read as 1); else the tool copies it, so the copy is always the tool's, byte for
+# byte. `test -f /dev/fd/7` is bash's own fstat: a folder or FIFO swapped in after the caller looked
+# goes to the tool, which fails or waits as it always did. (A read error of a regular file, EIO,
+# would read as its end: the disk is failing then, and so will the rest.) Needs LC_ALL=C.
 quick_copy() {
   local text= n=$QUICK_BYTES
   [ "$2" -lt "$n" ] && n=$2
-  if [ "$n" -gt 0 ] && ! IFS= read -r -d '' -n "$n" text <&7; then
+  if [ "$n" -gt 0 ] && [ -f /dev/fd/7 ] && ! IFS= read -r -d '' -n "$n" text <&7; then
     printf '%s' "$text" > "$3"
   else
     "$1" -c "$2" <&8 > "$3"
