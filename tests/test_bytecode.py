@@ -132,11 +132,16 @@ def test_for_tag_keeps_one_interpreters_bytecode_and_everything_else():
     own = [ShimFile(f"__pycache__/checker.{tag}.pyc", b"the task's own") for tag in ("cpython-38", "cpython-312")]
     files = [*static_files(), *own, ShimFile("data/__pycache__/x.cpython-311.pyc", b"data")]
     kept = for_tag(files, "cpython-312")
-    dropped = {file.name for file in files} - {file.name for file in kept}
+    # (the SDK's files go into one bundle: test_the_bundle_stands_for_the_sdk_files_alone)
+    dropped = (
+        {file.name for file in files}
+        - {file.name for file in kept}
+        - {file.name for file in files if file.name.startswith("nemo_gym/")}
+    )
     assert dropped and all(name.endswith(".pyc") and ".cpython-312." not in name for name in dropped)
     assert {name.rsplit(".", 2)[1] for name in dropped} == set(CACHE_TAGS) - {"cpython-312"}
     assert all(file in kept for file in own) and files[-1] in kept
-    static_bytecode = [file for file in static_files() if file.name.endswith(".pyc")]
+    static_bytecode = [file for file in static_files() if file.name.endswith(".pyc") and "nemo_gym/" not in file.name]
     assert len([file for file in kept if file in static_bytecode]) == len(static_bytecode) // len(CACHE_TAGS)
     for unknown in (None, "cpython-314", "pypy-310", "../x"):
         assert for_tag(files, unknown) == tuple(files)
@@ -155,3 +160,121 @@ def test_image_tags_remember_only_tags_the_shim_ships_for_and_only_so_many():
     assert (tags.get("b"), tags.get(None), tags.get("a")) == ("cpython-38", None, "cpython-312")
     tags.learn("c", b"cpython-39")  # "a" was used last: "b" goes
     assert (tags.get("a"), tags.get("b"), tags.get("c")) == ("cpython-312", None, "cpython-39")
+
+
+SDK_USER = (
+    b"from nemo_gym.verifiers import exact_match\n"
+    b"from nemo_gym.verifiers.files import read_text\n"
+    b"def verify(workspace):\n"
+    b"    import nemo_gym.verifiers._match as match\n"
+    b"    print('loaded from', match.__file__)\n"
+    b"    return exact_match(read_text(workspace, 'answer.txt'), '42')\n"
+)
+
+
+def _run_shim(tests: Path, workspace: Path, logs: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=workspace,
+        env={"VERIFIER_LOGS_DIR": str(logs), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_known_interpreter_gets_the_sdk_as_one_zip_and_loads_its_bytecode(tmp_path: Path):
+    """Later runs on a known image stage the SDK as one file (``for_tag``): the runner puts it on
+    sys.path before site-packages, and the SDK loads from the bytecode in it (zipimport names a module
+    after the ``.pyc`` it ran); an error inside the SDK still shows its source lines."""
+    from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, for_tag
+
+    tests, workspace = tmp_path / "tests", tmp_path / "workspace"
+    lay_out(tests, for_tag(shim_files(SDK_USER, {}), sys.implementation.cache_tag))
+    assert (tests / SDK_BUNDLE).is_file() and not (tests / "nemo_gym").exists()
+    workspace.mkdir()
+    (workspace / "answer.txt").write_text("42\n")
+    completed = _run_shim(tests, workspace, tmp_path / "logs")
+    assert completed.returncode == 0, completed.stdout
+    assert f"loaded from {tests / SDK_BUNDLE}/nemo_gym/verifiers/_match.pyc" in completed.stdout
+    assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": True}
+    (tests / "verifier.py").write_text(
+        "from nemo_gym.verifiers.files import read_text\ndef verify(workspace):\n    return read_text(workspace, '/abs')\n"
+    )
+    failed = _run_shim(tests, workspace, tmp_path / "logs")
+    assert 'in _relative_parts\n    raise ValueError(f"{function}(): path must be relative' in failed.stdout, (
+        failed.stdout
+    )
+
+
+def test_the_bundle_stands_for_the_sdk_files_alone(tmp_path: Path):
+    """For a known tag the SDK's files and that tag's bytecode of them become the bundle, which holds
+    each source and its bytecode beside it; for an unknown tag nothing is bundled; a task's own file
+    in ``nemo_gym/`` keeps the SDK a folder (it belongs in the package); a task's own file named like
+    the bundle never reaches the sandbox (the shim's names win)."""
+    import io
+    import zipfile
+
+    from nemo_gym.data.tasks.harbor._resources import sdk_files
+    from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, for_tag, sdk_bundle
+    from nemo_gym.data.tasks.harbor.staging import ShimFile
+
+    planted = ShimFile(SDK_BUNDLE, b"the task's own")
+    files = shim_files(b"def verify():\n    return 1\n", {}, task_files=[planted])
+    assert planted not in files
+    tag = sys.implementation.cache_tag
+    bundled = for_tag(files, tag)
+    names = {file.name for file in bundled}
+    assert not any(name.startswith("nemo_gym/") for name in names)
+    assert [file for file in bundled if file.name == SDK_BUNDLE] == [sdk_bundle(tag)]
+    gone = {file.name for file in files} - names
+    assert {name for name in gone if not name.startswith("nemo_gym/")} == {
+        name for name in gone if name.endswith(".pyc") and f".{tag}." not in name and not name.startswith("nemo_gym/")
+    }
+    assert {name for name in gone if name.startswith("nemo_gym/")} == {
+        file.name for file in files if file.name.startswith("nemo_gym/")
+    }
+    with zipfile.ZipFile(io.BytesIO(sdk_bundle(tag).data)) as bundle:
+        content = {name: bundle.read(name) for name in bundle.namelist()}
+    for name, data in sdk_files():
+        assert content[name] == data
+        if name.endswith(".py"):
+            assert content[name[: -len(".py")] + ".pyc"] == (bytecode_dir() / tag / (name[:-3] + ".pyc")).read_bytes()
+    assert sdk_bundle(tag).data == sdk_bundle.__wrapped__(tag).data  # the same bytes every time
+    assert for_tag(files, None) == tuple(files)
+    own = ShimFile("nemo_gym/verifiers/extra.py", b"X = 1\n")
+    with_own = for_tag(shim_files(b"def verify():\n    return 1\n", {}, task_files=[own]), tag)
+    assert own in with_own and SDK_BUNDLE not in {file.name for file in with_own}
+
+
+def test_the_bundle_shadows_an_installed_nemo_gym_as_the_folder_does(tmp_path: Path):
+    """NeMo Gym itself installs a ``nemo_gym`` package: in a sandbox that has it in site-packages,
+    the staged SDK still wins, bundled (before site-packages on sys.path) as in its folder."""
+    from nemo_gym.data.tasks.harbor.bytecode import for_tag
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "nemo_gym").mkdir()
+    (site / "nemo_gym" / "__init__.py").write_text("raise ImportError('the installed nemo_gym was imported')\n")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "answer.txt").write_text("42\n")
+    for layout, files in (
+        ("folder", shim_files(SDK_USER, {})),
+        ("bundle", for_tag(shim_files(SDK_USER, {}), sys.implementation.cache_tag)),
+    ):
+        tests = tmp_path / layout
+        lay_out(tests, files)
+        completed = subprocess.run(
+            [str(venv / "bin" / "python"), "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+            cwd=workspace,
+            env={"VERIFIER_LOGS_DIR": str(tmp_path / layout / "logs"), "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+        )
+        assert completed.returncode == 0, (layout, completed.stdout)
+        assert f"loaded from {tests}" in completed.stdout, (layout, completed.stdout)

@@ -18,20 +18,24 @@ source is staged, with ``.pyc`` for ``.py``; staging puts each where its interpr
 
 A sandbox needs one interpreter's bytecode, not six: the server's runner says which it is (its
 cache tag, in the results), and later runs on the same image stage that one alone (``for_tag``,
-``ImageTags``), which spares the sandbox unpacking and removing some 65 files per run.
+``ImageTags``), which spares the sandbox unpacking and removing some 65 files per run. Those runs
+get the SDK as one zip too (``SDK_BUNDLE``: its sources, for tracebacks, and that bytecode beside
+them, where zipimport looks), which spares them 18 more: every file a sandbox unpacks costs it.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import shim_dir
 
@@ -88,11 +92,53 @@ def shipped(names: Iterable[str]) -> Dict[str, bytes]:
 def for_tag(files: Sequence[ShimFile], tag: Optional[str]) -> Tuple[ShimFile, ...]:
     """``files`` without the shim's shipped bytecode for interpreters other than ``tag``'s (none of
     it dropped for a ``tag`` of ``None``, or one the shim does not ship for): an interpreter never
-    reads another's. The task's own files stay, ``.pyc`` or not: a task may read them as data."""
+    reads another's. The task's own files stay, ``.pyc`` or not: a task may read them as data.
+
+    For a known ``tag``, the SDK's files become one ``SDK_BUNDLE`` (``sdk_bundle``), unless a file
+    of the task's own lies in ``nemo_gym/``: it would then be outside the package it belongs to."""
     if tag not in CACHE_TAGS:
         return tuple(files)
     shipped = _shipped_names()
-    return tuple(file for file in files if shipped.get(file.name, tag) == tag)
+    kept = tuple(file for file in files if shipped.get(file.name, tag) == tag)
+    sdk = _sdk_names(tag)
+    if any(file.name.startswith("nemo_gym/") and file.name not in sdk for file in kept):
+        return kept
+    return (*(file for file in kept if file.name not in sdk), sdk_bundle(tag))
+
+
+# The SDK in one file, on the runner's sys.path before site-packages (keep in sync with _gym_runner.py).
+SDK_BUNDLE = "_gym_sdk.zip"
+
+
+@functools.lru_cache(maxsize=None)
+def sdk_bundle(tag: str) -> ShimFile:
+    """The SDK as one stored (uncompressed: no zlib to import) zip for interpreters of ``tag``: each
+    source, and its shipped bytecode beside it as ``<module>.pyc``, where zipimport looks; checked-hash,
+    as in ``__pycache__``. Fixed times: the same bytes in every process."""
+    from nemo_gym.data.tasks.harbor._resources import sdk_files
+    from nemo_gym.data.tasks.harbor.staging import ShimFile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as bundle:
+        for name, data in sdk_files():
+            entries = [(name, data)]
+            compiled = bytecode_dir() / tag / (name[: -len(".py")] + ".pyc")
+            if name.endswith(".py") and compiled.is_file():
+                entries.append((name[: -len(".py")] + ".pyc", compiled.read_bytes()))
+            for entry, content in entries:
+                info = zipfile.ZipInfo(entry, date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                bundle.writestr(info, content)
+    return ShimFile(SDK_BUNDLE, buffer.getvalue())
+
+
+@functools.lru_cache(maxsize=None)
+def _sdk_names(tag: str) -> FrozenSet[str]:
+    """The staged names the bundle for ``tag`` stands for: the SDK's files and their bytecode."""
+    from nemo_gym.data.tasks.harbor._resources import sdk_files
+
+    names = [name for name, _ in sdk_files()]
+    return frozenset(names + [cache_name(name, tag) for name in compiled_names(names)])
 
 
 @functools.lru_cache(maxsize=None)
@@ -176,6 +222,7 @@ def main(argv: Sequence[str]) -> int:
 
 __all__ = [
     "CACHE_TAGS",
+    "SDK_BUNDLE",
     "ImageTags",
     "build",
     "bytecode_dir",
@@ -183,6 +230,7 @@ __all__ = [
     "compiled_names",
     "for_tag",
     "main",
+    "sdk_bundle",
     "shipped",
 ]
 

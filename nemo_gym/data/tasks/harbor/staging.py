@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES, sdk_files, shim_dir
-from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, shipped
+from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, SDK_BUNDLE, shipped
 
 # Fixed archive metadata: the same inputs must give the same bytes, whoever stages them, whenever.
 _MTIME = 0
@@ -134,7 +134,7 @@ def task_part(
     own = [ShimFile("verifier.py", verifier), ShimFile("task_data.json", json_bytes(task_data, "task_data"))]
     if response is not None:
         own.append(ShimFile("response.json", json_bytes(response, "the response")))
-    taken = _static_names().union(file.name for file in own)
+    taken = _static_names().union([SDK_BUNDLE], (file.name for file in own))
     own.extend(file for file in task_files if file.name not in taken)
     return sorted(own, key=lambda file: file.name)
 
@@ -148,7 +148,7 @@ def shim_files(
     """Everything ``/tests`` holds for a Python verifier: the static part, then the task's part.
 
     The shim's files (test.sh, runner, SDK, verifier.py, task_data.json, response.json) win over
-    the task's own files of the same name.
+    the task's own files of the same name, as does the name of the SDK's bundle (``bytecode.for_tag``).
     """
     return [*static_files(), *task_part(verifier, task_data, response, task_files)]
 
@@ -262,7 +262,8 @@ def _placed(files: Iterable[ShimFile], top: str) -> List[ShimFile]:
     return [ShimFile(f"{top}/{file.name}", file.data, _RUN_MODES.get(file.name, file.mode)) for file in files]
 
 
-# The static part as a sandbox gets it: all of it, or one Python's bytecode (``bytecode.for_tag``).
+# The static part as a sandbox gets it: all of it, or one Python's bytecode and the SDK's bundle
+# (``bytecode.for_tag``; no task file bears the bundle's name).
 @functools.lru_cache(maxsize=len(CACHE_TAGS) + 1)
 def _static_blocks(files: Tuple[ShimFile, ...], top: str) -> Tuple[bytes, FrozenSet[str]]:
     """The tar blocks of the static ``files`` under ``top/`` and of their folders (not ``top/``
@@ -295,8 +296,9 @@ def run_archive(
         blocks = _tar_blocks(own, folder_modes={top: 0o700, f"{top}/{out}": 0o700})
         static = _static_set()
         files = list(files)
-        shared, shared_folders = _static_blocks(tuple(file for file in files if file in static), top)
-        rest = _placed((file for file in files if file not in static), top)
+        shared_files = tuple(file for file in files if file in static or file.name == SDK_BUNDLE)
+        shared, shared_folders = _static_blocks(shared_files, top)
+        rest = _placed((file for file in files if file not in shared_files), top)
         blocks += shared + _tar_blocks(rest, skip_folders=shared_folders | {top}) + _END_OF_ARCHIVE
         return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
     secret = {f".gym-{name}": data for name, data in (private or {}).items()}
