@@ -44,9 +44,6 @@ _BEFORE_RUN: "Set[str]" = set()  # the modules loaded before verifier.py (see ma
 PRELOADED: "Dict[str, bytes]" = {}
 MISSING_REWARD = "no reward written: the run scores 0 (harbor:missing_reward)"
 _RARE = "_gym_runner_rare"
-# The SDK in one zip, which the server stages for an interpreter it knows (keep in sync with
-# nemo_gym/data/tasks/harbor/bytecode.py; _set_up_sys_path says where it goes).
-SDK_BUNDLE = "_gym_sdk.zip"
 
 
 class VerifierError(Exception):
@@ -253,14 +250,8 @@ def _set_up_sys_path(here: "str") -> None:
     # sitecustomize.py) runs first. site runs here; the task's PYTHONPATH is honoured after the
     # standard library and site-packages, so it can add modules but never shadow one, and never
     # with a folder inside the working directory or one another user could change.
-    # The SDK's bundle, where the server staged one, goes after the standard library and before
-    # site-packages (which site appends): it shadows an installed nemo_gym as /tests/nemo_gym would,
-    # and no standard module's import opens it.
     import site
 
-    bundle = os.path.join(here, SDK_BUNDLE)
-    if os.path.isfile(bundle):
-        sys.path.append(bundle)
     site.main()
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]

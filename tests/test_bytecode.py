@@ -7,9 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import marshal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from nemo_gym.data.tasks.harbor._resources import shim_dir
 from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, bytecode_dir, cache_name, compiled_names
@@ -185,14 +188,15 @@ def _run_shim(tests: Path, workspace: Path, logs: Path) -> subprocess.CompletedP
 
 
 def test_a_known_interpreter_gets_the_sdk_as_one_zip_and_loads_its_bytecode(tmp_path: Path):
-    """Later runs on a known image stage the SDK as one file (``for_tag``): the runner puts it on
-    sys.path before site-packages, and the SDK loads from the bytecode in it (zipimport names a module
-    after the ``.pyc`` it ran); an error inside the SDK still shows its source lines."""
+    """Later runs on a known image stage the SDK's modules as one file (``for_tag``), where the
+    staged ``nemo_gym/__init__.py`` points the package, and the SDK loads from the bytecode in it
+    (zipimport names a module after the ``.pyc`` it ran); an error inside the SDK still shows its
+    source lines."""
     from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, for_tag
 
     tests, workspace = tmp_path / "tests", tmp_path / "workspace"
     lay_out(tests, for_tag(shim_files(SDK_USER, {}), sys.implementation.cache_tag))
-    assert (tests / SDK_BUNDLE).is_file() and not (tests / "nemo_gym").exists()
+    assert (tests / SDK_BUNDLE).is_file() and not (tests / "nemo_gym" / "verifiers").exists()
     workspace.mkdir()
     (workspace / "answer.txt").write_text("42\n")
     completed = _run_shim(tests, workspace, tmp_path / "logs")
@@ -211,8 +215,8 @@ def test_a_known_interpreter_gets_the_sdk_as_one_zip_and_loads_its_bytecode(tmp_
 def test_the_bundle_stands_for_the_sdk_files_alone(tmp_path: Path):
     """For a known tag the SDK's files and that tag's bytecode of them become the bundle, which holds
     each source and its bytecode beside it; for an unknown tag nothing is bundled; a task's own file
-    in ``nemo_gym/`` keeps the SDK a folder (it belongs in the package); a task's own file named like
-    the bundle never reaches the sandbox (the shim's names win)."""
+    in ``nemo_gym/`` keeps the SDK a folder (it belongs in the package); a task's own file or folder
+    named like the bundle never reaches the sandbox (the shim's names win; red team round 23)."""
     import io
     import zipfile
 
@@ -220,27 +224,32 @@ def test_the_bundle_stands_for_the_sdk_files_alone(tmp_path: Path):
     from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, for_tag, sdk_bundle
     from nemo_gym.data.tasks.harbor.staging import ShimFile
 
-    planted = ShimFile(SDK_BUNDLE, b"the task's own")
-    files = shim_files(b"def verify():\n    return 1\n", {}, task_files=[planted])
-    assert planted not in files
+    planted = [ShimFile(SDK_BUNDLE, b"the task's own"), ShimFile(f"{SDK_BUNDLE}/notes.txt", b"a folder of it")]
+    files = shim_files(b"def verify():\n    return 1\n", {}, task_files=planted)
+    assert not any(file.name.startswith(SDK_BUNDLE) for file in files)
     tag = sys.implementation.cache_tag
     bundled = for_tag(files, tag)
     names = {file.name for file in bundled}
-    assert not any(name.startswith("nemo_gym/") for name in names)
+    assert not any(name.startswith("nemo_gym/verifiers/") for name in names)
     assert [file for file in bundled if file.name == SDK_BUNDLE] == [sdk_bundle(tag)]
     gone = {file.name for file in files} - names
     assert {name for name in gone if not name.startswith("nemo_gym/")} == {
         name for name in gone if name.endswith(".pyc") and f".{tag}." not in name and not name.startswith("nemo_gym/")
     }
     assert {name for name in gone if name.startswith("nemo_gym/")} == {
-        file.name for file in files if file.name.startswith("nemo_gym/")
+        file.name
+        for file in files
+        if file.name.startswith("nemo_gym/verifiers/")
+        or (file.name.startswith("nemo_gym/__pycache__/") and f".{tag}." not in file.name)
     }
+    assert {"nemo_gym/__init__.py", f"nemo_gym/__pycache__/__init__.{tag}.pyc"} <= names
     with zipfile.ZipFile(io.BytesIO(sdk_bundle(tag).data)) as bundle:
         content = {name: bundle.read(name) for name in bundle.namelist()}
-    for name, data in sdk_files():
-        assert content[name] == data
+    for name, data in sdk_files()[1:]:  # all but nemo_gym/__init__.py
+        assert name.startswith("nemo_gym/verifiers/") and content[name] == data
         if name.endswith(".py"):
             assert content[name[: -len(".py")] + ".pyc"] == (bytecode_dir() / tag / (name[:-3] + ".pyc")).read_bytes()
+    assert "nemo_gym/__init__.py" not in content
     assert sdk_bundle(tag).data == sdk_bundle.__wrapped__(tag).data  # the same bytes every time
     assert for_tag(files, None) == tuple(files)
     own = ShimFile("nemo_gym/verifiers/extra.py", b"X = 1\n")
@@ -278,3 +287,63 @@ def test_the_bundle_shadows_an_installed_nemo_gym_as_the_folder_does(tmp_path: P
         )
         assert completed.returncode == 0, (layout, completed.stdout)
         assert f"loaded from {tests}" in completed.stdout, (layout, completed.stdout)
+
+
+HELPER_USER = (
+    b"import subprocess, sys\n"
+    b"def verify(workspace):\n"
+    b"    ran = subprocess.run([sys.executable, '-s', __file__.rsplit('/', 1)[0] + '/check.py', str(workspace)],\n"
+    b"                         stdout=subprocess.PIPE, text=True)\n"
+    b"    print(ran.stdout)\n"
+    b"    return ran.stdout.strip().endswith('True')\n"
+)
+HELPER = (
+    "import sys\n"
+    "import nemo_gym.verifiers as sdk\n"
+    "from nemo_gym.verifiers import exact_match\n"
+    "print('helper sdk', sdk.__file__)\n"
+    "print(exact_match(open(sys.argv[1] + '/answer.txt').read().strip(), '42'))\n"
+)
+
+
+@pytest.mark.parametrize("layout", ["folder", "bundle"])
+def test_a_helper_script_verify_starts_gets_the_staged_sdk(tmp_path: Path, layout: str):
+    """Found by red team round 23: a helper script of the task in /tests that verify runs as its own
+    process finds the SDK beside it, as in the folder, and never the agent's ``nemo_gym`` on the
+    task's PYTHONPATH (the runner keeps the workspace off its own path; a child inherits the variable):
+    with the modules' bundle on the runner's sys.path alone, the helper had no SDK, or the agent's."""
+    from nemo_gym.data.tasks.harbor.bytecode import for_tag
+    from nemo_gym.data.tasks.harbor.staging import ShimFile
+
+    files = shim_files(HELPER_USER, {}, task_files=[ShimFile("check.py", HELPER.encode())])
+    tests, workspace = tmp_path / "tests", tmp_path / "workspace"
+    lay_out(tests, for_tag(files, sys.implementation.cache_tag) if layout == "bundle" else files)
+    forged = workspace / "nemo_gym" / "verifiers"
+    forged.mkdir(parents=True)
+    (workspace / "nemo_gym" / "__init__.py").write_text("")
+    (forged / "__init__.py").write_text("def exact_match(*args):\n    return True\n")
+    (workspace / "answer.txt").write_text("41\n")  # wrong
+    completed = subprocess.run(
+        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=workspace,
+        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(workspace)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stdout
+    assert f"helper sdk {tests}/" in completed.stdout, completed.stdout
+    assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": False}
+    (workspace / "answer.txt").write_text("42\n")
+    shutil.rmtree(workspace / "nemo_gym")
+    completed = subprocess.run(
+        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd=workspace,
+        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": True}, completed.stdout

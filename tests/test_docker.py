@@ -276,6 +276,39 @@ def test_later_runs_on_an_image_stage_its_interpreters_bytecode_alone(docker_cli
     assert tags.get(image) == "cpython-311"
 
 
+SDK_FROM = """
+from nemo_gym.verifiers import exact_match
+def verify(workspace):
+    import nemo_gym.verifiers._match as match
+    print("loaded from", match.__file__)
+    return exact_match((workspace / "answer.txt").read_text().strip(), "42")
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_later_runs_load_the_sdk_from_its_bundles_bytecode(docker_client, version, tmp_path, monkeypatch):
+    # Once the image's Python is known, the SDK travels as one zip (bytecode.sdk_bundle), and every
+    # Python loads it from the bytecode in there (zipimport names the module after the .pyc it ran).
+    from nemo_gym.data.tasks.harbor import verification
+    from nemo_gym.data.tasks.harbor.bytecode import ImageTags
+
+    monkeypatch.setattr(verification, "IMAGE_TAGS", ImageTags())
+    image, volumes = python_image(docker_client, version)
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "verifier.py").write_text(SDK_FROM)
+    (tmp_path / "answer.txt").write_text("42\n")
+    loaded = []
+    for _ in range(2):
+        outcome = verify_in(image, task, volumes=volumes, client=docker_client, workspace=tmp_path)
+        assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+        loaded.append(outcome.stdout.split("loaded from ", 1)[1].split()[0])
+    assert loaded == [
+        "/tests/nemo_gym/verifiers/_match.py",
+        "/tests/_gym_sdk.zip/nemo_gym/verifiers/_match.pyc",
+    ]
+
+
 def test_the_engine_is_asked_for_the_exit_status_only_where_code_of_the_task_could_stop_grading(
     docker_client, monkeypatch
 ):

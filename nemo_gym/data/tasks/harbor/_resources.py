@@ -29,10 +29,20 @@ def shim_dir() -> Path:
     )
 
 
-# The sandbox's ``nemo_gym/__init__.py``: empty, so that importing the SDK there runs nothing else.
-# The package ships none of its own (``nemo_gym`` is a namespace it shares with NeMo Gym, whose
-# ``__init__.py`` does work on import), so staging writes this one.
-PACKAGE_INIT = b'"""NeMo Gym\'s verifier SDK, as staged into a sandbox: nothing more on purpose."""\n'
+# The sandbox's ``nemo_gym/__init__.py``: nothing but finding the SDK, so that importing it there runs
+# nothing else. The package ships none of its own (``nemo_gym`` is a namespace it shares with NeMo Gym,
+# whose ``__init__.py`` does work on import), so staging writes this one. Where the server staged the
+# SDK as one zip beside the folder (``bytecode.sdk_bundle``), the package's modules are in there: any
+# Python with /tests on its path (the runner, or a helper script verify starts) finds them.
+SDK_BUNDLE = "_gym_sdk.zip"
+PACKAGE_INIT = f'''"""NeMo Gym's verifier SDK, as staged into a sandbox: nothing more on purpose."""
+import os as _os
+
+_bundle = _os.path.join(_os.path.dirname(__path__[0]), {SDK_BUNDLE!r})  # staged by the server alone
+if _os.path.isfile(_bundle):
+    __path__ = [_os.path.join(_bundle, "nemo_gym")]
+del _os, _bundle
+'''.encode()
 
 
 def sdk_files() -> List[Tuple[str, bytes]]:

@@ -20,7 +20,8 @@ A sandbox needs one interpreter's bytecode, not six: the server's runner says wh
 cache tag, in the results), and later runs on the same image stage that one alone (``for_tag``,
 ``ImageTags``), which spares the sandbox unpacking and removing some 65 files per run. Those runs
 get the SDK as one zip too (``SDK_BUNDLE``: its sources, for tracebacks, and that bytecode beside
-them, where zipimport looks), which spares them 18 more: every file a sandbox unpacks costs it.
+them, where zipimport looks; ``nemo_gym/__init__.py`` points the package in there), which spares
+them 16 more: every file a sandbox unpacks costs it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from nemo_gym.data.tasks.harbor._resources import shim_dir
+from nemo_gym.data.tasks.harbor._resources import SDK_BUNDLE, sdk_files, shim_dir
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.staging import ShimFile
@@ -94,33 +95,29 @@ def for_tag(files: Sequence[ShimFile], tag: Optional[str]) -> Tuple[ShimFile, ..
     it dropped for a ``tag`` of ``None``, or one the shim does not ship for): an interpreter never
     reads another's. The task's own files stay, ``.pyc`` or not: a task may read them as data.
 
-    For a known ``tag``, the SDK's files become one ``SDK_BUNDLE`` (``sdk_bundle``), unless a file
+    For a known ``tag``, the SDK's modules become one ``SDK_BUNDLE`` (``sdk_bundle``), unless a file
     of the task's own lies in ``nemo_gym/``: it would then be outside the package it belongs to."""
     if tag not in CACHE_TAGS:
         return tuple(files)
     shipped = _shipped_names()
     kept = tuple(file for file in files if shipped.get(file.name, tag) == tag)
-    sdk = _sdk_names(tag)
-    if any(file.name.startswith("nemo_gym/") and file.name not in sdk for file in kept):
+    if any(file.name.startswith("nemo_gym/") and file.name not in _sdk_names() for file in kept):
         return kept
-    return (*(file for file in kept if file.name not in sdk), sdk_bundle(tag))
-
-
-# The SDK in one file, on the runner's sys.path before site-packages (keep in sync with _gym_runner.py).
-SDK_BUNDLE = "_gym_sdk.zip"
+    bundled = _sdk_names(tag)
+    return (*(file for file in kept if file.name not in bundled), sdk_bundle(tag))
 
 
 @functools.lru_cache(maxsize=None)
 def sdk_bundle(tag: str) -> ShimFile:
-    """The SDK as one stored (uncompressed: no zlib to import) zip for interpreters of ``tag``: each
-    source, and its shipped bytecode beside it as ``<module>.pyc``, where zipimport looks; checked-hash,
-    as in ``__pycache__``. Fixed times: the same bytes in every process."""
-    from nemo_gym.data.tasks.harbor._resources import sdk_files
+    """The SDK's modules as one stored (uncompressed: no zlib to import) zip for interpreters of
+    ``tag``: each source, and its shipped bytecode beside it as ``<module>.pyc``, where zipimport looks;
+    checked-hash, as in ``__pycache__``. ``nemo_gym/__init__.py`` stays a file, and points the package
+    in here (``_resources.PACKAGE_INIT``). Fixed times: the same bytes in every process."""
     from nemo_gym.data.tasks.harbor.staging import ShimFile
 
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as bundle:
-        for name, data in sdk_files():
+        for name, data in _bundled_files():
             entries = [(name, data)]
             compiled = bytecode_dir() / tag / (name[: -len(".py")] + ".pyc")
             if name.endswith(".py") and compiled.is_file():
@@ -132,13 +129,18 @@ def sdk_bundle(tag: str) -> ShimFile:
     return ShimFile(SDK_BUNDLE, buffer.getvalue())
 
 
-@functools.lru_cache(maxsize=None)
-def _sdk_names(tag: str) -> FrozenSet[str]:
-    """The staged names the bundle for ``tag`` stands for: the SDK's files and their bytecode."""
-    from nemo_gym.data.tasks.harbor._resources import sdk_files
+def _bundled_files() -> List[Tuple[str, bytes]]:
+    return [(name, data) for name, data in sdk_files() if name.startswith("nemo_gym/verifiers/")]
 
-    names = [name for name, _ in sdk_files()]
-    return frozenset(names + [cache_name(name, tag) for name in compiled_names(names)])
+
+@functools.lru_cache(maxsize=None)
+def _sdk_names(tag: Optional[str] = None) -> FrozenSet[str]:
+    """The staged names the bundle for ``tag`` stands for (the SDK's modules and their bytecode);
+    without a tag, every name staging gives the SDK and its bytecode."""
+    names = [name for name, _ in (sdk_files() if tag is None else _bundled_files())]
+    return frozenset(
+        names + [cache_name(name, t) for name in compiled_names(names) for t in ([tag] if tag else CACHE_TAGS)]
+    )
 
 
 @functools.lru_cache(maxsize=None)

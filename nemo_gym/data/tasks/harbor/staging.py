@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
-from nemo_gym.data.tasks.harbor._resources import SHIM_FILES, sdk_files, shim_dir
-from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, SDK_BUNDLE, shipped
+from nemo_gym.data.tasks.harbor._resources import SDK_BUNDLE, SHIM_FILES, sdk_files, shim_dir
+from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, shipped
 
 # Fixed archive metadata: the same inputs must give the same bytes, whoever stages them, whenever.
 _MTIME = 0
@@ -134,8 +134,8 @@ def task_part(
     own = [ShimFile("verifier.py", verifier), ShimFile("task_data.json", json_bytes(task_data, "task_data"))]
     if response is not None:
         own.append(ShimFile("response.json", json_bytes(response, "the response")))
-    taken = _static_names().union([SDK_BUNDLE], (file.name for file in own))
-    own.extend(file for file in task_files if file.name not in taken)
+    taken = _static_names().union(file.name for file in own)
+    own.extend(file for file in task_files if file.name not in taken and file.name.split("/")[0] != SDK_BUNDLE)
     return sorted(own, key=lambda file: file.name)
 
 
