@@ -36,11 +36,15 @@ needed=(rm mkdir chown chmod mv head tail sha256sum stat install)
 [ "$PIPED" = 1 ] && ! command -v tar >/dev/null 2>&1 && fail 94 "the image has no tar"
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
 [ -n "$HANDOVER" ] && needed+=(id)
-case " $STEPS " in *" run "*) command -v timeout >/dev/null 2>&1 || fail 90 "the image has no timeout" ;; esac
-for tool in "${needed[@]}"; do
+if [[ " $STEPS " = *" run "* ]]; then
+  hash timeout 2>/dev/null || fail 90 "the image has no timeout"
+  timeout_bin=${BASH_CMDS[timeout]-}  # where hash found it, without a subshell (bash 4+)
+  [ -n "$timeout_bin" ] || timeout_bin=$(command -v timeout)
+fi
+# hash: one builtin finds them all (and spares each start its PATH search); the loop says which is missing.
+hash "${needed[@]}" 2>/dev/null || for tool in "${needed[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || fail 91 "the image has no $tool"
 done
-timeout_bin=$(command -v timeout)
 is_root=0
 [ "$EUID" = 0 ] && is_root=1
 # Makes folders (and their parents) or fixes existing ones: the admin's, with the mode given after
