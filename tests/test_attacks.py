@@ -619,6 +619,23 @@ def test_ld_preload_into_the_workspace_never_reaches_grading(tmp_path, kind):
         assert not programs & {"python3", "python", "bash", "timeout"}, programs
 
 
+@pytest.mark.parametrize("where", ["sandbox", "verifier.env"])
+def test_a_bash_cmds_variable_never_names_what_grading_runs_as_root(tmp_path, where):
+    """Found by red team round 24: bash takes a BASH_CMDS in its environment for a plain variable, not
+    its table of found programs, so grading that read timeout's path from ${BASH_CMDS[timeout]} ran the
+    variable's value, a program in the workspace, as root. Grading finds its programs with builtins."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    evil = workspace / "evil"
+    evil.write_text(f"#!/bin/bash\nid -u > {workspace}/ran-as\necho 1 > /logs/verifier/reward.txt\n")
+    evil.chmod(0o755)
+    table = f'[verifier.env]\nBASH_CMDS = "{evil}"\n' if where == "verifier.env" else ""
+    task_dir = task(tmp_path / "task", {"tests/test.sh": "echo 0 > /logs/verifier/reward.txt\n", "task.toml": table})
+    outcome = verify(task_dir, workspace, sandbox_env={"BASH_CMDS": str(evil)} if where == "sandbox" else None)
+    assert not (workspace / "ran-as").exists()
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
 def test_a_pythonpath_inside_the_workspace_never_reaches_verify(tmp_path):
     workspace = task(tmp_path / "ws", {"src/speedups.py": "FORGED = True\n"})
     source = """

@@ -347,3 +347,101 @@ def test_a_helper_script_verify_starts_gets_the_staged_sdk(tmp_path: Path, layou
         timeout=60,
     )
     assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": True}, completed.stdout
+
+
+@pytest.mark.parametrize("layout", ["folder", "bundle"])
+def test_importing_the_staged_package_imports_nothing_a_path_could_shadow(tmp_path: Path, layout: str):
+    """Found by red team round 24: the staged ``nemo_gym/__init__.py`` that finds the bundle imported
+    ``os``, which a helper started with ``-S`` has not loaded yet (nor frozen, before 3.11): an ``os.py``
+    on the task's PYTHONPATH into the workspace ran. It uses the built-in ``posix`` alone."""
+    from nemo_gym.data.tasks.harbor.bytecode import for_tag
+
+    files = shim_files(b"def verify():\n    return 1\n", {})
+    tests, workspace = tmp_path / "tests", tmp_path / "workspace"
+    lay_out(tests, for_tag(files, sys.implementation.cache_tag) if layout == "bundle" else files)
+    workspace.mkdir()
+    for name in ("os", "posixpath", "stat", "genericpath"):
+        (workspace / f"{name}.py").write_text(f"open({str(workspace / 'ran')!r}, 'a').write({name!r})\n")
+    helper = "import sys; import nemo_gym.verifiers as sdk; print(sdk.__file__); print('os' in sys.modules)"
+    completed = subprocess.run(
+        [sys.executable, "-S", "-c", helper],
+        cwd=tests,
+        env={"PYTHONPATH": str(workspace), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stdout
+    assert completed.stdout.startswith(str(tests) + "/"), completed.stdout
+    assert not (workspace / "ran").exists(), (workspace / "ran").read_text()
+
+
+def test_a_shell_tasks_own_files_all_stay_on_a_known_image():
+    """Found by red team round 24: a task's own ``test.sh`` task lost its own copy of the SDK (a
+    published task's, maybe of another release) to the bundle, got a bundle it never had, and had its
+    own file of the bundle's name staged beside it. Only the shim's own files, byte for byte, change."""
+    from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, for_tag
+    from nemo_gym.data.tasks.harbor.staging import ShimFile
+
+    tag = sys.implementation.cache_tag
+    test_sh = ShimFile("test.sh", b"#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n", 0o755)
+    vendored = [
+        ShimFile("nemo_gym/__init__.py", b""),
+        ShimFile("nemo_gym/verifiers/__init__.py", b"# the task's own copy\n"),
+        ShimFile(
+            f"nemo_gym/verifiers/__pycache__/__init__.{'cpython-38' if tag != 'cpython-38' else 'cpython-39'}.pyc",
+            b"own",
+        ),
+    ]
+    for own in ([test_sh], [test_sh, *vendored], [test_sh, ShimFile(SDK_BUNDLE, b"the task's own data file")]):
+        assert for_tag(own, tag) == tuple(own)
+    # A published task of this very release ships the shim's files byte for byte: those may be bundled.
+    ours = [file for file in static_files() if file.name.startswith("nemo_gym/")]
+    assert SDK_BUNDLE in {file.name for file in for_tag([test_sh, *ours], tag)}
+
+
+PREVIOUS_STUB = b'"""NeMo Gym\'s verifier SDK, as staged into a sandbox: nothing more on purpose."""\n'
+
+
+def test_a_published_task_grades_alike_once_a_python_task_taught_the_image(tmp_path: Path, monkeypatch):
+    """Red team round 24, end to end: a task published by an earlier release (its own ``test.sh`` and
+    SDK copy), graded on an image whose Python a Python task taught the server, still grades with
+    its own copy."""
+    import asyncio
+
+    from support import EXAMPLES
+
+    from nemo_gym.data.tasks.harbor import verification
+    from nemo_gym.data.tasks.harbor.bytecode import ImageTags
+    from nemo_gym.data.tasks.harbor.publishing import publish_for_harbor
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    monkeypatch.setattr(verification, "IMAGE_TAGS", ImageTags())
+    dataset = tmp_path / "ds"
+    shutil.copytree(EXAMPLES / "answer-file", dataset / "answer-file")
+    publish_for_harbor(dataset, tmp_path / "published")
+    published = tmp_path / "published" / "answer-file"
+    (published / "tests" / "nemo_gym" / "__init__.py").write_bytes(PREVIOUS_STUB)  # as the last release wrote it
+    shutil.rmtree(published / "tests" / "nemo_gym" / "__pycache__", ignore_errors=True)
+    workspace = tmp_path / "ws"
+    shutil.copytree(EXAMPLES / "answer-file" / "workspace", workspace)
+
+    def run(task_dir: Path) -> float:
+        plan = plan_verification(load_task(task_dir))
+
+        async def go() -> float:
+            async with LocalSandbox(workspace) as sandbox:
+                sandbox.image = "img"  # a sandbox of a named image, as a provider's or Docker's
+                outcome = await run_verification(plan, sandbox)
+                assert not outcome.masked, outcome
+                return outcome.reward
+
+        return asyncio.run(go())
+
+    assert run(published) == 1.0
+    assert run(dataset / "answer-file") == 1.0  # a Python verifier: its runner reports the tag
+    assert verification.IMAGE_TAGS.get("img") in CACHE_TAGS
+    assert run(published) == 1.0

@@ -37,9 +37,13 @@ needed=(rm mkdir chown chmod mv head tail sha256sum stat install)
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
 [ -n "$HANDOVER" ] && needed+=(id)
 if [[ " $STEPS " = *" run "* ]]; then
-  hash timeout 2>/dev/null || fail 90 "the image has no timeout"
-  timeout_bin=${BASH_CMDS[timeout]-}  # where hash found it, without a subshell (bash 4+)
-  [ -n "$timeout_bin" ] || timeout_bin=$(command -v timeout)
+  # Where PATH has it, found with builtins (a subshell costs a fork). Never through BASH_CMDS: bash
+  # takes a BASH_CMDS in its environment for a plain variable, and its value would run as root.
+  timeout_bin=""
+  for place in ${PATH//:/ }; do
+    if [ -f "$place/timeout" ] && [ -x "$place/timeout" ]; then timeout_bin=$place/timeout; break; fi
+  done
+  [ -n "$timeout_bin" ] || fail 90 "the image has no timeout"
 fi
 # hash: one builtin finds them all (and spares each start its PATH search); the loop says which is missing.
 hash "${needed[@]}" 2>/dev/null || for tool in "${needed[@]}"; do

@@ -36,12 +36,17 @@ def shim_dir() -> Path:
 # Python with /tests on its path (the runner, or a helper script verify starts) finds them.
 SDK_BUNDLE = "_gym_sdk.zip"
 PACKAGE_INIT = f'''"""NeMo Gym's verifier SDK, as staged into a sandbox: nothing more on purpose."""
-import os as _os
+# posix is built in: no folder on the path can stand in for it (os could be found on PYTHONPATH first
+# in a helper started with -S, where nothing has imported it yet).
+from posix import stat as _stat
 
-_bundle = _os.path.join(_os.path.dirname(__path__[0]), {SDK_BUNDLE!r})  # staged by the server alone
-if _os.path.isfile(_bundle):
-    __path__ = [_os.path.join(_bundle, "nemo_gym")]
-del _os, _bundle
+_bundle = __path__[0].rpartition("/")[0] + "/{SDK_BUNDLE}"  # staged by the server alone
+try:
+    if _stat(_bundle).st_mode & 0o170000 == 0o100000:  # a regular file
+        __path__ = [_bundle + "/nemo_gym"]
+except OSError:
+    pass
+del _stat, _bundle
 '''.encode()
 
 

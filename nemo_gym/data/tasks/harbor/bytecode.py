@@ -93,18 +93,33 @@ def shipped(names: Iterable[str]) -> Dict[str, bytes]:
 def for_tag(files: Sequence[ShimFile], tag: Optional[str]) -> Tuple[ShimFile, ...]:
     """``files`` without the shim's shipped bytecode for interpreters other than ``tag``'s (none of
     it dropped for a ``tag`` of ``None``, or one the shim does not ship for): an interpreter never
-    reads another's. The task's own files stay, ``.pyc`` or not: a task may read them as data.
+    reads another's. The task's own files stay, ``.pyc`` or not, even at the same names (a published
+    task's copy of the SDK): a task may read them as data.
 
-    For a known ``tag``, the SDK's modules become one ``SDK_BUNDLE`` (``sdk_bundle``), unless a file
-    of the task's own lies in ``nemo_gym/``: it would then be outside the package it belongs to."""
+    For a known ``tag``, the SDK's modules become one ``SDK_BUNDLE`` (``sdk_bundle``) where they are
+    the shim's own, byte for byte: never a task's own copy (one of another release would lose its
+    modules to a package that does not point into the bundle), nor beside a task's own file in
+    ``nemo_gym/`` (outside the package it belongs to) or of the bundle's name."""
     if tag not in CACHE_TAGS:
         return tuple(files)
-    shipped = _shipped_names()
-    kept = tuple(file for file in files if shipped.get(file.name, tag) == tag)
-    if any(file.name.startswith("nemo_gym/") and file.name not in _sdk_names() for file in kept):
-        return kept
+    shipped, ours = _shipped_names(), _static_by_name()
+    kept = tuple(file for file in files if shipped.get(file.name, tag) == tag or ours.get(file.name) != file)
+    sdk = {file.name: file for file in kept if file.name.startswith("nemo_gym/")}
     bundled = _sdk_names(tag)
+    if (
+        not bundled <= sdk.keys()
+        or any(ours.get(name) != file for name, file in sdk.items())
+        or any(file.name.split("/")[0] == SDK_BUNDLE for file in kept)
+    ):
+        return kept
     return (*(file for file in kept if file.name not in bundled), sdk_bundle(tag))
+
+
+@functools.lru_cache(maxsize=None)
+def _static_by_name() -> Dict[str, ShimFile]:
+    from nemo_gym.data.tasks.harbor.staging import static_files
+
+    return {file.name: file for file in static_files()}
 
 
 @functools.lru_cache(maxsize=None)
