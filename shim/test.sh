@@ -39,6 +39,14 @@ root_may_run() {
   [ "$index" = $((${#above[@]} + 2)) ] && [ -O "$1/$2" ]
 }
 
+# Whether this shell runs as root, from the kernel: bash takes EUID from its environment, which a
+# task's env may set (a root shell that read 1000 there skipped the checks below). Root when
+# /proc cannot say: the stricter checks.
+as_root=1
+while IFS=$' \t' read -r key _ effective _; do
+  if [ "$key" = Uid: ]; then [ "$effective" = 0 ] || as_root=0; break; fi
+done < /proc/self/status 2>/dev/null
+
 # The interpreter comes from PATH, but never from a relative entry (it would resolve inside the
 # working directory, the agent's) and, for root, only where root_may_run allows, outside the
 # working directory.
@@ -50,7 +58,7 @@ for python in python3 python; do
     rest="${rest#*:}"
     case "$dir" in /*) ;; *) continue ;; esac
     [ -f "$dir/$python" ] && [ -x "$dir/$python" ] || continue
-    if [ "${EUID:-0}" = 0 ]; then
+    if [ "$as_root" = 1 ]; then
       case "$dir/" in "${PWD%/}"/*) tried="$tried $dir/$python is inside the working directory;"; continue ;; esac
       if ! root_may_run "$dir" "$python"; then
         tried="$tried $dir/$python is in a folder another user can change;"

@@ -334,6 +334,10 @@ def test_lookup_paths_into_the_workspace_run_nothing_of_the_agent(tmp_path):
         "PYTHONPATH": f"{workspace}:.",
         "PYTHONSTARTUP": f"{workspace}/evil.sh",
         "PYTHONHOME": str(workspace),
+        # bash takes EUID (and UID) from its environment: a root shell that reads 1000 there must still
+        # know it is root (red team round 24, follow-up)
+        "EUID": "1000",
+        "UID": "1000",
     }
     source = """
         import sys

@@ -49,8 +49,11 @@ fi
 hash "${needed[@]}" 2>/dev/null || for tool in "${needed[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || fail 91 "the image has no $tool"
 done
+# From the kernel, not $EUID, which bash takes from its environment (a task's env may set it).
 is_root=0
-[ "$EUID" = 0 ] && is_root=1
+while IFS=$' \t' read -r key _ effective _; do
+  if [ "$key" = Uid: ]; then [ "$effective" = 0 ] && is_root=1; break; fi
+done < /proc/self/status
 # Makes folders (and their parents) or fixes existing ones: the admin's, with the mode given after
 # it, in one call. A link must be gone first: install follows it.
 make_folder=(install -d)
