@@ -4,8 +4,10 @@
 # default). NeMo Gym runs this file with bash, stock Harbor runs it directly; both work. It finds
 # its siblings from its own path and never changes directory: verify() sees the working directory.
 exec 2>&1
-case "${BASH_SOURCE[0]}" in
-  */*) here="${BASH_SOURCE[0]%/*}" ;;
+# $0, never BASH_SOURCE or BASH: bash takes those from its environment as plain variables (as it
+# does EUID), where a task's env could name the workspace.
+case "$0" in
+  */*) here="${0%/*}" ;;
   *) here=. ;;
 esac
 # gym_runner.py exits with this status when the interpreter is older than 3.8 (keep in sync).
@@ -19,11 +21,21 @@ tried=""
 # belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
 # so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
 # interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it), exec'd by the
-# command substitution's subshell rather than forked once more; the rest is builtins.
+# command substitution's subshell rather than forked once more (in the C locale: its words are
+# matched below), after that subshell printed the folder's physical path; the rest is builtins.
+# Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() line index=0 special mode modes
+  local dir=${1%/*} above=() line index=0 special mode modes physical TMOUT=  # no timeout on read
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
-  modes=$(PATH=$system_path exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
+  modes=$(cd -P -- "$1" 2>/dev/null && printf '%s\n' "$PWD" \
+    && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
+  physical=${modes%%$'\n'*}
+  modes=${modes#*$'\n'}
+  while :; do  # its physical path has no link: its ancestors by name are its real ones
+    [ "${physical:-/}" -ef . ] && return 2
+    [ -n "$physical" ] && [ "$physical" != / ] || break
+    physical=${physical%/*}
+  done
   while IFS= read -r line; do
     index=$((index + 1))
     case "$line" in
@@ -59,11 +71,12 @@ for python in python3 python; do
     case "$dir" in /*) ;; *) continue ;; esac
     [ -f "$dir/$python" ] && [ -x "$dir/$python" ] || continue
     if [ "$as_root" = 1 ]; then
-      case "$dir/" in "${PWD%/}"/*) tried="$tried $dir/$python is inside the working directory;"; continue ;; esac
-      if ! root_may_run "$dir" "$python"; then
-        tried="$tried $dir/$python is in a folder another user can change;"
-        continue
-      fi
+      root_may_run "$dir" "$python"
+      case $? in
+        0) ;;
+        2) tried="$tried $dir/$python is inside the working directory;"; continue ;;
+        *) tried="$tried $dir/$python is in a folder another user can change;"; continue ;;
+      esac
     fi
     found="$dir/$python"
     break

@@ -19,7 +19,10 @@ verifier_path=${NEMO_GYM_VERIFIER_PATH-${PATH-}}  # a provider's exec runs on th
 unset -v NEMO_GYM_VERIFIER_PATH
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
-unset -v BASH_ENV ENV CDPATH GLOBIGNORE
+unset -v BASH_ENV ENV CDPATH GLOBIGNORE BASH_ARGV0
+# This shell's own options (dotglob, nullglob below) must not reach test.sh: -p ignored these on the
+# way in, but would export them had the environment named them.
+export -n BASHOPTS SHELLOPTS
 umask 077
 shopt -s dotglob nullglob
 
@@ -36,14 +39,25 @@ needed=(rm mkdir chown chmod mv head tail sha256sum stat install)
 [ "$PIPED" = 1 ] && ! command -v tar >/dev/null 2>&1 && fail 94 "the image has no tar"
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
 [ -n "$HANDOVER" ] && needed+=(id)
-if [[ " $STEPS " = *" run "* ]]; then
-  # Where PATH has it, found with builtins (a subshell costs a fork). Never through BASH_CMDS: bash
-  # takes a BASH_CMDS in its environment for a plain variable, and its value would run as root.
-  timeout_bin=""
+# Where PATH has program $1, found with builtins (a subshell costs a fork), into REPLY. Never through
+# BASH_CMDS or BASH: bash takes those from its environment (BASH from BASH_ARGV0) as plain variables,
+# and their values would run as root.
+find_program() {
+  local place
+  REPLY=""
   for place in ${PATH//:/ }; do
-    if [ -f "$place/timeout" ] && [ -x "$place/timeout" ]; then timeout_bin=$place/timeout; break; fi
+    if [ -f "$place/$1" ] && [ -x "$place/$1" ]; then REPLY=$place/$1; return 0; fi
   done
-  [ -n "$timeout_bin" ] || fail 90 "the image has no timeout"
+  return 1
+}
+if [[ " $STEPS " = *" run "* ]]; then
+  find_program timeout || fail 90 "the image has no timeout"
+  timeout_bin=$REPLY
+  find_program bash || fail 90 "the image has no bash"
+  # The shim's test.sh with -p: no function from the environment is defined in it as root. A task's
+  # own test.sh gets bash as Harbor starts it.
+  test_shell=("$REPLY")
+  [ "$KIND" = python ] && test_shell+=(-p)
 fi
 # hash: one builtin finds them all (and spares each start its PATH search); the loop says which is missing.
 hash "${needed[@]}" 2>/dev/null || for tool in "${needed[@]}"; do
@@ -196,7 +210,7 @@ run() {
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "$BASH" "$TESTS/test.sh" \
+  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?
   umask 077
@@ -283,7 +297,7 @@ copy_outputs() {
 }
 
 finish() {
-  local name path kinds="" report="" doomed=() entry sums input
+  local name path kinds="" report="" doomed=() entry sums input TMOUT=  # no timeout on read, here or below
   LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
   [ "$KILL_STRAYS" = 1 ] && kill_strays
   # Locked again only if it was handed over: else it has been the admin's, 0700, since prepare, and
