@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -50,20 +51,34 @@ def test_staging_puts_it_where_each_interpreter_looks():
     assert not any(name.startswith("__pycache__/gym_runner.") for name in staged)  # a script: never cached
 
 
-def _run_verbose(tmp_path: Path, verifier: bytes) -> subprocess.CompletedProcess:
-    """gym_runner.py as test.sh starts it, with -v: Python names each bytecode file it loads."""
-    tests, workspace, logs = tmp_path / "tests", tmp_path / "workspace", tmp_path / "logs"
-    lay_out(tests, shim_files(verifier, {}))
-    workspace.mkdir()
+def _run_shim(
+    tests: Path,
+    workspace: Path,
+    logs: Path,
+    *,
+    python: str = sys.executable,
+    verbose: bool = False,
+    env: Optional[Dict[str, str]] = None,
+) -> subprocess.CompletedProcess:
+    """gym_runner.py as test.sh starts it, from ``workspace``; with ``verbose``, -v and stderr apart
+    (Python names each bytecode file it loads), else stderr in stdout."""
     return subprocess.run(
-        [sys.executable, "-v", "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        [python, *(["-v"] if verbose else []), "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
         cwd=workspace,
-        env={"VERIFIER_LOGS_DIR": str(logs), "PATH": "/usr/bin:/bin"},
+        env={"VERIFIER_LOGS_DIR": str(logs), "PATH": "/usr/bin:/bin", **(env or {})},
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if verbose else subprocess.STDOUT,
         text=True,
         timeout=60,
     )
+
+
+def _run_verbose(tmp_path: Path, verifier: bytes) -> subprocess.CompletedProcess:
+    """The shim laid out for ``verifier``, run verbose (``_run_shim``)."""
+    tests, workspace, logs = tmp_path / "tests", tmp_path / "workspace", tmp_path / "logs"
+    lay_out(tests, shim_files(verifier, {}))
+    workspace.mkdir()
+    return _run_shim(tests, workspace, logs, verbose=True)
 
 
 def test_the_runner_and_the_sdk_load_it(tmp_path: Path):
@@ -85,15 +100,7 @@ def test_bytecode_whose_source_changed_is_not_used(tmp_path: Path):
     assert 'print(f"reward.json: {text}")' in source
     runner.write_text(source.replace('print(f"reward.json: {text}")', 'print(f"edited, reward.json: {text}")'))
     (tmp_path / "workspace").mkdir()
-    completed = subprocess.run(
-        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
-        cwd=tmp_path / "workspace",
-        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=60,
-    )
+    completed = _run_shim(tests, tmp_path / "workspace", tmp_path / "logs")
     assert completed.returncode == 0, completed.stdout
     assert 'edited, reward.json: {"reward": 1}' in completed.stdout
 
@@ -173,18 +180,6 @@ SDK_USER = (
     b"    print('loaded from', match.__file__)\n"
     b"    return exact_match(read_text(workspace, 'answer.txt'), '42')\n"
 )
-
-
-def _run_shim(tests: Path, workspace: Path, logs: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
-        cwd=workspace,
-        env={"VERIFIER_LOGS_DIR": str(logs), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_a_known_interpreter_gets_the_sdk_as_one_zip_and_loads_its_bytecode(tmp_path: Path):
@@ -276,15 +271,7 @@ def test_the_bundle_shadows_an_installed_nemo_gym_as_the_folder_does(tmp_path: P
     ):
         tests = tmp_path / layout
         lay_out(tests, files)
-        completed = subprocess.run(
-            [str(venv / "bin" / "python"), "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
-            cwd=workspace,
-            env={"VERIFIER_LOGS_DIR": str(tmp_path / layout / "logs"), "PATH": "/usr/bin:/bin"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=60,
-        )
+        completed = _run_shim(tests, workspace, tmp_path / layout / "logs", python=str(venv / "bin" / "python"))
         assert completed.returncode == 0, (layout, completed.stdout)
         assert f"loaded from {tests}" in completed.stdout, (layout, completed.stdout)
 
@@ -323,29 +310,13 @@ def test_a_helper_script_verify_starts_gets_the_staged_sdk(tmp_path: Path, layou
     (workspace / "nemo_gym" / "__init__.py").write_text("")
     (forged / "__init__.py").write_text("def exact_match(*args):\n    return True\n")
     (workspace / "answer.txt").write_text("41\n")  # wrong
-    completed = subprocess.run(
-        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
-        cwd=workspace,
-        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(workspace)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=60,
-    )
+    completed = _run_shim(tests, workspace, tmp_path / "logs", env={"PYTHONPATH": str(workspace)})
     assert completed.returncode == 0, completed.stdout
     assert f"helper sdk {tests}/" in completed.stdout, completed.stdout
     assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": False}
     (workspace / "answer.txt").write_text("42\n")
     shutil.rmtree(workspace / "nemo_gym")
-    completed = subprocess.run(
-        [sys.executable, "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
-        cwd=workspace,
-        env={"VERIFIER_LOGS_DIR": str(tmp_path / "logs"), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=60,
-    )
+    completed = _run_shim(tests, workspace, tmp_path / "logs")
     assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": True}, completed.stdout
 
 

@@ -106,3 +106,28 @@ def test_a_folder_swapped_in_for_a_reward_file_is_left_to_the_tool(tmp_path):
     ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, capture_output=True, timeout=5)
     assert b"copied" not in ran.stdout, ran
     assert b"head:" in ran.stderr and b"read error" not in ran.stderr, ran
+
+
+# A listing of the descriptors of test.sh's shell and of a program it starts.
+FD_PROBE = r"""#!/bin/bash
+ls -l /proc/$$/fd | sed -n 's/.* \([0-9]*\) -> \(.*\)/sh \1 \2/p'
+bash -c 'ls -l /proc/$$/fd; :' | sed -n 's/.* \([0-9]*\) -> \(.*\)/child \1 \2/p'
+echo 1 > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_no_descriptor_grading_holds_reaches_test_sh_or_its_programs(tmp_path, user):
+    """Grading holds test-stdout.txt open three times (writing it, and twice for ``quick_copy``), the
+    results pipe and more: test.sh, and what it starts, get their output on 1 and 2 and no other."""
+    if user == "nobody":
+        needs_root()
+    files = {"tests/test.sh": FD_PROBE, **({"task.toml": NOBODY} if user == "nobody" else {})}
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outcome = verify(task(tmp_path / "task", files), workspace)
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+    listed = [line.split(" ", 2) for line in outcome.stdout.splitlines() if line.startswith(("sh ", "child "))]
+    assert {who for who, _, _ in listed} == {"sh", "child"}, outcome.stdout
+    for who, fd, target in listed:
+        assert fd in ("0", "1", "2", "255"), (who, fd, target)  # 255: bash's own, on test.sh

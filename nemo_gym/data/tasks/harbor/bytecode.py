@@ -38,7 +38,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from nemo_gym.data.tasks.harbor._resources import SDK_BUNDLE, sdk_files, shim_dir
+from nemo_gym.data.tasks.harbor._resources import SDK_BUNDLE, shim_dir
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.staging import ShimFile
@@ -127,16 +127,18 @@ def sdk_bundle(tag: str) -> ShimFile:
     """The SDK's modules as one stored (uncompressed: no zlib to import) zip for interpreters of
     ``tag``: each source, and its shipped bytecode beside it as ``<module>.pyc``, where zipimport looks;
     checked-hash, as in ``__pycache__``. ``nemo_gym/__init__.py`` stays a file, and points the package
-    in here (``_resources.PACKAGE_INIT``). Fixed times: the same bytes in every process."""
+    in here (``_resources.PACKAGE_INIT``). Made of the staged files themselves, with fixed times: the
+    same bytes in every process."""
     from nemo_gym.data.tasks.harbor.staging import ShimFile
 
+    ours = _static_by_name()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as bundle:
-        for name, data in _bundled_files():
-            entries = [(name, data)]
-            compiled = bytecode_dir() / tag / (name[: -len(".py")] + ".pyc")
-            if name.endswith(".py") and compiled.is_file():
-                entries.append((name[: -len(".py")] + ".pyc", compiled.read_bytes()))
+        for name in _bundled_sources():
+            entries = [(name, ours[name].data)]
+            compiled = ours.get(cache_name(name, tag)) if name.endswith(".py") else None
+            if compiled is not None:
+                entries.append((name[: -len(".py")] + ".pyc", compiled.data))
             for entry, content in entries:
                 info = zipfile.ZipInfo(entry, date_time=(1980, 1, 1, 0, 0, 0))
                 info.external_attr = 0o644 << 16
@@ -144,18 +146,18 @@ def sdk_bundle(tag: str) -> ShimFile:
     return ShimFile(SDK_BUNDLE, buffer.getvalue())
 
 
-def _bundled_files() -> List[Tuple[str, bytes]]:
-    return [(name, data) for name, data in sdk_files() if name.startswith("nemo_gym/verifiers/")]
+@functools.lru_cache(maxsize=None)
+def _bundled_sources() -> Tuple[str, ...]:
+    """The staged SDK files a bundle holds: those of ``nemo_gym/verifiers/``, but their bytecode."""
+    names = (name for name in _static_by_name() if name.startswith("nemo_gym/verifiers/"))
+    return tuple(sorted(name for name in names if "__pycache__/" not in name))
 
 
 @functools.lru_cache(maxsize=None)
-def _sdk_names(tag: Optional[str] = None) -> FrozenSet[str]:
-    """The staged names the bundle for ``tag`` stands for (the SDK's modules and their bytecode);
-    without a tag, every name staging gives the SDK and its bytecode."""
-    names = [name for name, _ in (sdk_files() if tag is None else _bundled_files())]
-    return frozenset(
-        names + [cache_name(name, t) for name in compiled_names(names) for t in ([tag] if tag else CACHE_TAGS)]
-    )
+def _sdk_names(tag: str) -> FrozenSet[str]:
+    """The staged names the bundle for ``tag`` stands for: the SDK's modules and their bytecode."""
+    names = _bundled_sources()
+    return frozenset([*names, *(cache_name(name, tag) for name in compiled_names(names))])
 
 
 @functools.lru_cache(maxsize=None)
