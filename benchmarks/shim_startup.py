@@ -10,6 +10,8 @@ machine's noise. Rows:
   must score what the example's oracle scores, or the benchmark stops;
 - ``verify()`` and ``async def verify()`` returning 1.0: the shim's own cost, and an async verify
   that never waits on the event loop (run without importing asyncio);
+- ``verify(response, task_data)`` comparing the response's final text with a field: the cost of
+  reading both files (without the json package) and of an SDK helper that needs no ``re``;
 - ``-c "import pathlib"``: the floor of any verify that declares ``workspace``, a ``pathlib.Path``
   by the contract (the interpreter's own import of pathlib, nothing of the shim's).
 
@@ -45,6 +47,13 @@ EXAMPLES = ROOT / "examples"
 TARGET, ASYNC_TARGET = 1.5, 1.6
 TRIVIAL = b"def verify():\n    return 1.0\n"
 TRIVIAL_ASYNC = b"async def verify():\n    return 1.0\n"
+# A response-graded verifier that reads its task's fields and needs no regular expression: the
+# runner reads both files without the json package.
+FIELDS = (
+    b"from nemo_gym.verifiers import exact_match, final_text\n\n\n"
+    b"def verify(response, task_data):\n"
+    b'    return exact_match(final_text(response), task_data["answer"])\n'
+)
 
 
 def _time(command: List[str], cwd: Path, env: Dict[str, str]) -> float:
@@ -90,6 +99,10 @@ def measure(python: Path, rounds: int) -> Dict[str, Tuple[float, float]]:
             lay_out(folder, shim_files(source, {}))
             commands[name] = (["bash", str(folder / "test.sh")], empty)
             expected[name] = 1.0
+        name = "`verify(response, task_data)`: `exact_match(final_text(response), ...)`"
+        folder = root / f"shim-{len(commands)}"
+        lay_out(folder, shim_files(FIELDS, {"answer": "Paris"}, response("Paris")))
+        commands[name] = (["bash", str(folder / "test.sh")], empty)
         for name, example, verifier, task_data, answer in _example_rows():
             # The oracle's answer, as `gym-harbor dataset validate` gives it: a real, passing run.
             folder = root / f"example-{len(commands)}"

@@ -127,16 +127,45 @@ def _argument(name: "str", here: "str") -> "Any":
         return workspace if name == "workspace" else {"workspace": workspace}
     if name == "task_data" and not _exists(here, "task_data.json"):
         return {}
-    import json
-
     path = os.path.join(here, f"{name}.json")
     try:
-        value = json.loads(_read(here, f"{name}.json").decode("utf-8"))
+        value = json_loads(_read(here, f"{name}.json").decode("utf-8"))
     except (OSError, ValueError) as error:
         raise VerifierError(rare().bad_json(name, path, error)) from None
     if type(value) is not dict:
         raise VerifierError(rare().bad_json(name, path, value))
     return value
+
+
+class _Decoding:
+    """What ``json.loads`` gives its C scanner: plain dicts and floats, JSON's three constants."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+_JSON_SPACE = " \t\n\r"  # JSON's whitespace: never str.strip()'s, which takes more
+
+
+def json_loads(text: "str") -> "Any":
+    """``json.loads(text)``, read by the C scanner json.loads itself uses, without importing the
+    json package (its re, enum and functools cost about as much as a bare start). Whatever the fast
+    path does not take whole (a second value, a BOM, an error) goes to json.loads, which decides."""
+    try:
+        from _json import make_scanner
+
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        value, end = make_scanner(_Decoding)(text, start)  # type: ignore[arg-type]  # any object with its attributes
+        if not text[end:].lstrip(_JSON_SPACE):  # a BOM never scans: json.loads names it
+            return value
+    except Exception:  # an interpreter without _json, or a text json.loads refuses: it says why
+        pass
+    import json
+
+    return json.loads(text)
 
 
 def load_verify(here: "str") -> "Callable[..., Any]":
