@@ -1,6 +1,6 @@
 """One verification end to end, on LocalSandbox and on Docker, of two tasks (a trivial ``verify()``,
-which shows grading's own cost, and ``examples/answer-file``, whose verify also imports pathlib,
-json and the SDK), against two references:
+which shows grading's own cost, and ``examples/answer-file``, whose verify also imports pathlib
+and the SDK and reads its task_data), against two references:
 
 - the floor: a bare interpreter start in the same sandbox (``python3 -c pass``, one exec); the
   target (issue 14) is at most 1.5x of it;
