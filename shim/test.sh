@@ -4,6 +4,9 @@
 # default). NeMo Gym runs this file with bash, stock Harbor runs it directly; both work. It finds
 # its siblings from its own path and never changes directory: verify() sees the working directory.
 exec 2>&1
+# The globs below see every name, whatever shell options the environment passes (stock Harbor
+# passes a task's env to this shell; bash takes BASHOPTS from it, never GLOBIGNORE's effect).
+shopt -u failglob nocaseglob
 # $0, never BASH_SOURCE or BASH: bash takes those from its environment as plain variables (as it
 # does EUID), where a task's env could name the workspace.
 case "$0" in
@@ -20,15 +23,21 @@ tried=""
 # the interpreter belong to root and nobody else can write them, and every folder further up
 # belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
 # so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
-# interpreter. One stat call, on the path as written (Python finds pyvenv.cfg by it), exec'd by the
+# interpreter; and the same of a standard library beside it (lib/python3.X or lib64/, told by its
+# os.py as Python tells it) and the folder holding it: its encodings run as the interpreter starts.
+# One stat call, on the path as written (Python finds pyvenv.cfg by it), exec'd by the
 # command substitution's subshell rather than forked once more (in the C locale: its words are
 # matched below), after that subshell printed the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() line index=0 special mode modes physical TMOUT=  # no timeout on read
+  local dir=${1%/*} above=() libs=() lib line index=0 special mode modes physical TMOUT=  # no timeout on read
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
+  for lib in "${1%/*}"/lib/python3* "${1%/*}"/lib64/python3*; do  # /. : a link's target is stat'ed
+    [ -f "$lib/os.py" ] || [ -f "$lib/os.pyc" ] && libs+=("$lib/." "${lib%/*}/.")
+  done
   modes=$(cd -P -- "$1" 2>/dev/null && printf '%s\n' "$PWD" \
-    && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" 2>/dev/null) || return 1
+    && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" "${libs[@]}" 2>/dev/null) \
+    || return 1
   physical=${modes%%$'\n'*}
   modes=${modes#*$'\n'}
   while :; do  # its physical path has no link: its ancestors by name are its real ones
@@ -48,7 +57,7 @@ root_may_run() {
     # Writable by others: only a sticky folder above the interpreter's folder and the one above it.
     [ "$index" -gt 2 ] && [ "$index" -le $((${#above[@]} + 1)) ] && (( special & 1 )) || return 1
   done <<< "$modes"
-  [ "$index" = $((${#above[@]} + 2)) ] && [ -O "$1/$2" ]
+  [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] && [ -O "$1/$2" ]
 }
 
 # Whether this shell runs as root, from the kernel: bash takes EUID from its environment, which a
@@ -75,7 +84,7 @@ for python in python3 python; do
       case $? in
         0) ;;
         2) tried="$tried $dir/$python is inside the working directory;"; continue ;;
-        *) tried="$tried $dir/$python is in a folder another user can change;"; continue ;;
+        *) tried="$tried $dir/$python is in a folder, or has a standard library, another user can change;"; continue ;;
       esac
     fi
     found="$dir/$python"

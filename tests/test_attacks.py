@@ -802,3 +802,77 @@ def test_an_interpreter_that_is_a_script_finds_none_of_the_agents_tools(tmp_path
     outcome = verify(task_dir, workspace, sandbox_env=env, mounts={"/opt/wrap": wrapper})
     assert not (workspace / "hijacked").exists(), (workspace / "hijacked").read_text()
     assert (outcome.reward, outcome.metrics) == (1.0, {"path_kept": 1.0}), outcome  # verify gets the task's PATH
+
+
+def _prefix_with_a_trapped_standard_library(root: Path, marker: Path) -> Path:
+    """An installation at ``root`` (``bin/python3``, a copy of this interpreter, root's; its
+    ``lib/pythonX.Y`` beside it, the real one's entries linked in) whose ``encodings``, which every
+    interpreter start imports before any code of the runner's, appends a line to ``marker``."""
+    import shutil
+    import sys
+
+    stdlib = Path(os.__file__).parent
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(os.path.realpath(sys.executable), root / "bin" / "python3")
+    lib = root / "lib" / stdlib.name
+    lib.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "encodings":
+            (lib / entry.name).symlink_to(entry)
+    shutil.copytree(stdlib / "encodings", lib / "encodings", ignore=shutil.ignore_patterns("__pycache__"))
+    trap = (
+        f"import posix; fd = posix.open({str(marker)!r}, posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666)\n"
+        "posix.write(fd, b'encodings %d\\n' % posix.geteuid()); posix.close(fd)\n"
+    )
+    init = lib / "encodings" / "__init__.py"
+    init.write_text(trap + init.read_text())
+    return lib
+
+
+@pytest.mark.parametrize("given", ["nothing", "the standard library's folder", "the folder above it"])
+def test_an_interpreter_whose_standard_library_another_user_can_change_is_never_started_by_root(tmp_path, given):
+    """An image gives the agent an interpreter's standard library (a chown -R of lib/python3.X so
+    that it can install packages), not the interpreter: its encodings package runs as the interpreter
+    starts, as root, before the runner can check anything, and could read the run's key. test.sh must
+    not start it, and falls back to the next interpreter on PATH."""
+    import sys
+
+    needs_root()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = workspace / "hijacked"
+    lib = _prefix_with_a_trapped_standard_library(tmp_path / "pfx", marker)
+    if given == "the standard library's folder":
+        for path in [lib, *lib.rglob("*")]:
+            os.lchown(path, 65534, 65534)
+    elif given == "the folder above it":
+        lib.parent.chmod(0o777)  # the agent may rename lib/pythonX.Y away and put its own in place
+    fallback = os.path.dirname(os.path.realpath(sys.executable))
+    env = {"PATH": f"/opt/pfx/bin:{fallback}:/usr/bin:/bin"}
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 1.0\n"})
+    outcome = verify(task_dir, workspace, sandbox_env=env, mounts={"/opt/pfx": tmp_path / "pfx"})
+    ran = marker.read_text() if marker.exists() else ""
+    if given == "nothing":  # the trap works on whoever starts it: root did, as nothing forbade it
+        assert ran.startswith("encodings 0"), ran
+    else:
+        assert ran == "", f"root started an interpreter whose standard library the agent can change: {ran}"
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+
+
+@pytest.mark.parametrize("variable", ["BASHOPTS=failglob", "GLOBIGNORE={pfx}/lib/*", "BASHOPTS=nullglob:nocaseglob"])
+def test_shell_options_from_the_environment_do_not_hide_a_standard_library(run_shim, tmp_path, variable):
+    """Stock Harbor runs test.sh with the task's env: a glob that matched nothing must not end it
+    (failglob), and no option may hide the standard library it checks (bash takes GLOBIGNORE from
+    the environment as a plain variable, without its effect: the case keeps it so)."""
+    import sys
+
+    needs_root()
+    marker = tmp_path / "workspace" / "hijacked"
+    lib = _prefix_with_a_trapped_standard_library(tmp_path / "pfx", marker)
+    for path in [lib, *lib.rglob("*")]:
+        os.lchown(path, 65534, 65534)
+    name, value = variable.replace("{pfx}", str(tmp_path / "pfx")).split("=")
+    fallback = os.path.dirname(os.path.realpath(sys.executable))
+    run = run_shim("def verify():\n    return 1.0\n", path=f"{tmp_path}/pfx/bin:{fallback}", env={name: value})
+    assert not marker.exists(), marker.read_text()
+    assert run.reward == {"reward": 1.0}, run.output

@@ -421,6 +421,46 @@ def test_a_venv_the_agent_can_swap_is_never_started_by_root(docker_client, tmp_p
     assert (outcome.reward, outcome.masked) == (0.5, False), outcome
 
 
+def test_a_standard_library_the_agent_owns_is_never_started_by_root(docker_client, tmp_path):
+    # The image installs an interpreter in /opt/py and gives the agent its standard library (a chown -R
+    # of lib/python3.X, so that it can install packages), not the interpreter: the agent puts its code
+    # in encodings, which every interpreter start imports before the runner can look.
+    _, volumes = users_image(docker_client)
+    build = Path(next(iter(volumes)))
+    version = build.name.rsplit(".", 1)[0]
+    lib = f"/opt/py/lib/python{version}"
+    install = f"""
+        mkdir -p /opt/py/bin {lib}
+        cp {build}/bin/python{version} /opt/py/bin/python3
+        for entry in {build}/lib/python{version}/*; do ln -s $entry {lib}/; done
+        rm {lib}/encodings
+        cp -r {build}/lib/python{version}/encodings {lib}/encodings
+        chown -R agent {lib}
+    """
+    trap = f"""
+        echo "import posix; fd = posix.open('/workspace/hijacked', posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666); posix.write(fd, b'encodings %d\\n' % posix.geteuid())" > /tmp/evil
+        cat /tmp/evil {build}/lib/python{version}/encodings/__init__.py > {lib}/encodings/__init__.py
+    """
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("chmod 777 /workspace", user="root")
+        for script, user in ((install, "root"), (trap, "agent")):
+            made = await sandbox.exec(textwrap.dedent(script), user=user)
+            assert made.return_code == 0, made
+        probe = await sandbox.exec("/opt/py/bin/python3 -c pass; cat /workspace/hijacked", user="agent")
+        assert "encodings 1000" in probe.stdout, probe  # the trap works on whoever starts it
+        await sandbox.exec("rm -f /workspace/hijacked", user="root")
+
+    async def look(sandbox: DockerSandbox) -> str:
+        return (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
+
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
+    env = {"PATH": "/opt/py/bin:/usr/local/bin:/usr/bin:/bin"}
+    outcome, hijacked = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=look, env=env)
+    assert hijacked == "", hijacked
+    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+
+
 def test_site_packages_another_user_can_write_mask_the_sample(docker_client, tmp_path):
     image, volumes = users_image(docker_client)
     build = Path(next(iter(volumes)))
