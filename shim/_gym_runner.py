@@ -137,32 +137,46 @@ def _argument(name: "str", here: "str") -> "Any":
     return value
 
 
+class _Unsure(Exception):
+    """A constant the scanner met: the text goes to json.loads, whose NaN is one shared object."""
+
+
+def _constant(name: "str") -> "Any":
+    raise _Unsure(name)
+
+
 class _Decoding:
-    """What ``json.loads`` gives its C scanner: plain dicts and floats, JSON's three constants."""
+    """What ``json.loads`` gives its C scanner: plain dicts, floats and ints."""
 
     strict = True
     object_hook = object_pairs_hook = None
     parse_float = float
     parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
-
-
-_JSON_SPACE = " \t\n\r"  # JSON's whitespace: never str.strip()'s, which takes more
+    parse_constant = _constant
 
 
 def json_loads(text: "str") -> "Any":
     """``json.loads(text)``, read by the C scanner json.loads itself uses, without importing the
-    json package (its re, enum and functools cost about as much as a bare start). Whatever the fast
-    path does not take whole (a second value, a BOM, an error) goes to json.loads, which decides."""
+    json package (its re, enum and functools cost about as much as a bare start).
+
+    Only a text the scanner takes whole from its first character, with no NaN or infinity in it, is
+    read here (staging writes just that); any other (whitespace around the value, a second value, a
+    BOM) goes to json.loads, which decides, as do the errors the scanner of 3.10-3.11 cannot report
+    while json is not imported (SystemError). Every other exception propagates as it would from
+    json.loads: its error, RecursionError (on 3.8-3.11, two levels deeper than json.loads, whose
+    own frames count there), a signal handler's."""
     try:
         from _json import make_scanner
-
-        start = len(text) - len(text.lstrip(_JSON_SPACE))
-        value, end = make_scanner(_Decoding)(text, start)  # type: ignore[arg-type]  # any object with its attributes
-        if not text[end:].lstrip(_JSON_SPACE):  # a BOM never scans: json.loads names it
-            return value
-    except Exception:  # an interpreter without _json, or a text json.loads refuses: it says why
+    except ImportError:  # an interpreter without the C accelerator
         pass
+    else:
+        try:
+            value, end = make_scanner(_Decoding)(text, 0)  # type: ignore[arg-type]  # any object with its attributes
+        except (StopIteration, SystemError, _Unsure):
+            pass
+        else:
+            if end == len(text):
+                return value
     import json
 
     return json.loads(text)

@@ -122,3 +122,51 @@ def test_task_data_with_a_second_object_after_the_first_is_refused(run_shim, tmp
     assert run.returncode == 1
     assert "cannot read task_data.json" in run.output and "Extra data" in run.output, run.output
     assert run.reward is None
+
+
+class OutOfTime(Exception):
+    """What a verifier's own signal handler raises when its time budget is spent."""
+
+
+def test_an_exception_raised_while_reading_propagates_and_is_not_read_again(monkeypatch):
+    """Red team 26: an ``except Exception`` around the fast path swallowed an exception a signal
+    handler raised while the scanner ran (a verifier's time budget), then read the text again with
+    json.loads, and verify ran with its budget spent. Anything but the scanner's refusal propagates."""
+    calls = []
+
+    def spent(text: str) -> float:
+        calls.append(text)
+        raise OutOfTime
+
+    monkeypatch.setattr(RUNNER._Decoding, "parse_float", spent)
+    with pytest.raises(OutOfTime):
+        RUNNER.json_loads('{"answer": 4.2}')
+    assert calls == ["4.2"]
+
+
+def test_a_constant_is_jsons_own_object():
+    """json.loads hands out one NaN object, and list equality tries identity first: a verifier
+    comparing with what it read through json itself must see the same (red team 26)."""
+    text = '{"values": [NaN, Infinity, -Infinity]}'
+    read, expected = RUNNER.json_loads(text)["values"], json.loads(text)["values"]
+    assert read == expected and all(a is b for a, b in zip(read, expected))
+
+
+def test_the_fast_path_copies_no_text():
+    """Whitespace around the value goes to json.loads, which skips it in place: stripping it here
+    copied a text of mostly spaces whole (red team 26)."""
+    import tracemalloc
+
+    text = " [" + " " * 5_000_000 + '"\u00e9"] '
+    tracemalloc.start()
+    try:
+        assert RUNNER.json_loads(text) == ["\u00e9"]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text) // 2, peak
+
+
+def test_an_interpreter_without_the_c_scanner_reads_through_json(monkeypatch):
+    monkeypatch.setitem(sys.modules, "_json", None)  # importing it now fails, as where it was never built
+    assert RUNNER.json_loads('{"a": [1, 2.5, "\\u00e9"]}') == {"a": [1, 2.5, "\u00e9"]}
