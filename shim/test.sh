@@ -5,8 +5,10 @@
 # its siblings from its own path and never changes directory: verify() sees the working directory.
 exec 2>&1
 # The globs below see every name, whatever shell options the environment passes (stock Harbor
-# passes a task's env to this shell; bash takes BASHOPTS from it, never GLOBIGNORE's effect).
-shopt -u failglob nocaseglob
+# passes a task's env to this shell; bash takes BASHOPTS and SHELLOPTS from it, never GLOBIGNORE's
+# effect).
+shopt -u failglob
+set +f
 # $0, never BASH_SOURCE or BASH: bash takes those from its environment as plain variables (as it
 # does EUID), where a task's env could name the workspace.
 case "$0" in
@@ -23,18 +25,34 @@ tried=""
 # the interpreter belong to root and nobody else can write them, and every folder further up
 # belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
 # so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
-# interpreter; and the same of a standard library beside it (lib/python3.X or lib64/, told by its
-# os.py as Python tells it) and the folder holding it: its encodings run as the interpreter starts.
-# One stat call, on the path as written (Python finds pyvenv.cfg by it), exec'd by the
-# command substitution's subshell rather than forked once more (in the C locale: its words are
-# matched below), after that subshell printed the folder's physical path; the rest is builtins.
+# interpreter. The same holds for the standard library, whose encodings runs as the interpreter
+# starts: Python looks for lib/python3.X/os.py (or lib64/) in the interpreter's folder, then in
+# each folder above. Every lib/, lib64/ and python3* in them that "$1" and the folder above hold is
+# checked, os.py or not (whoever owns a library can remove its os.py, and Python then falls back on
+# the folder it was built for: that one), and their pyvenv.cfg. Without a library there, Python
+# looks further up, so no folder further up may be writable, sticky or not; a link's library is
+# where its target is, which is not checked. One stat call, on the path as written (Python finds
+# pyvenv.cfg by it), exec'd by the command substitution's subshell rather than forked once more (in
+# the C locale: its words are matched below), after that subshell printed the folder's physical
+# path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() libs=() lib line index=0 special mode modes physical TMOUT=  # no timeout on read
+  local dir=${1%/*} above=() libs=() lib std beside="" lenient line index=0 special mode modes physical TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
-  for lib in "${1%/*}"/lib/python3* "${1%/*}"/lib64/python3*; do  # /. : a link's target is stat'ed
-    [ -f "$lib/os.py" ] || [ -f "$lib/os.pyc" ] && libs+=("$lib/." "${lib%/*}/.")
+  for dir in "$1" "${1%/*}"; do
+    for lib in "$dir/lib" "$dir/lib64"; do
+      [ -d "$lib" ] || continue
+      libs+=("$lib/.")  # /. : a link's target is stat'ed
+      for std in "$lib"/python3*; do
+        [ -d "$std" ] || continue
+        libs+=("$std/.")
+        [ -f "$std/os.py" ] || [ -f "$std/os.pyc" ] && beside=1
+      done
+    done
+    [ -e "$dir/pyvenv.cfg" ] && libs+=("$dir/pyvenv.cfg")
   done
+  lenient=1  # the last line that may be a sticky folder writable by others
+  [ -n "$beside" ] || [ -L "$1/$2" ] && lenient=$((${#above[@]} + 1))
   modes=$(cd -P -- "$1" 2>/dev/null && printf '%s\n' "$PWD" \
     && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" "${libs[@]}" 2>/dev/null) \
     || return 1
@@ -55,7 +73,7 @@ root_may_run() {
     esac
     (( (8#$mode & 8#022) == 0 )) && continue
     # Writable by others: only a sticky folder above the interpreter's folder and the one above it.
-    [ "$index" -gt 2 ] && [ "$index" -le $((${#above[@]} + 1)) ] && (( special & 1 )) || return 1
+    [ "$index" -gt 2 ] && [ "$index" -le "$lenient" ] && (( special & 1 )) || return 1
   done <<< "$modes"
   [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] && [ -O "$1/$2" ]
 }
@@ -78,6 +96,13 @@ for python in python3 python; do
     dir="${rest%%:*}"
     rest="${rest#*:}"
     case "$dir" in /*) ;; *) continue ;; esac
+    while :; do  # no trailing / or /. (Python drops them): root_may_run takes "${dir%/*}" as the folder above
+      case "$dir" in
+        */.) dir=${dir%/.} ;;
+        ?*/) dir=${dir%/} ;;
+        *) break ;;
+      esac
+    done
     [ -f "$dir/$python" ] && [ -x "$dir/$python" ] || continue
     if [ "$as_root" = 1 ]; then
       root_may_run "$dir" "$python"

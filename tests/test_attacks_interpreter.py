@@ -1,0 +1,244 @@
+"""Which interpreter root's ``test.sh`` starts: never one whose start-up code another user can change.
+
+Every interpreter start imports ``encodings`` from its standard library before any code of the
+runner's runs (with ``-E -S -s -B``; on 3.8-3.10 ``codecs``, ``io``, ``abc`` and ``os`` too). An image
+that gives the agent a library (a ``chown -R`` of ``lib/python3.X`` so that it can install packages)
+would hand the agent root, and the run's key, before the runner could look. Each attack plants an
+``encodings`` that records who ran it, and each control shows the trap works on whoever starts it.
+Red team 27 found the cases after the first check (a library told by its ``os.py`` alone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+from test_attacks import needs_root, task, verify
+
+AGENT = 65534
+STDLIB = Path(os.__file__).parent  # the running interpreter's: nox runs 3.8-3.13
+X_Y = STDLIB.name  # python3.X
+VERIFIER = "def verify():\n    return 1.0\n"
+
+
+def _trap(marker: Path) -> str:
+    """Appends ``encodings <euid>`` to ``marker``; where the agent renamed os.py to os_real.py, puts
+    the real os back into sys.modules, so that the run goes on as usual (3.8-3.10 import os from disk)."""
+    return textwrap.dedent(
+        f"""\
+        import posix as _p, sys as _s
+        _fd = _p.open({str(marker)!r}, _p.O_WRONLY | _p.O_APPEND | _p.O_CREAT, 0o666)
+        _p.write(_fd, b"encodings %d\\n" % _p.geteuid()); _p.close(_fd)
+        _real = __path__[0].rsplit("/", 1)[0] + "/os_real.py"
+        if "os" not in _s.modules and _p.access(_real, _p.F_OK):
+            import _frozen_importlib as _b, _frozen_importlib_external as _e
+            _spec = _b.spec_from_loader("os", _e.SourceFileLoader("os", _real))
+            _m = _b.module_from_spec(_spec); _s.modules["os"] = _m; _spec.loader.exec_module(_m)
+        """
+    )
+
+
+def trapped_stdlib(dest: Path, marker: Path, original: Path = STDLIB, *, keep_os: bool = True) -> Path:
+    """A standard library at ``dest``: ``original``'s entries linked in, ``encodings`` copied with the
+    trap first, and os.py kept, or renamed os_real.py (Python's landmark gone)."""
+    dest.mkdir(parents=True)
+    for entry in STDLIB.iterdir():
+        if entry.name not in ("encodings", "os.py", "site-packages", "__pycache__"):
+            (dest / entry.name).symlink_to(original / entry.name)
+    (dest / ("os.py" if keep_os else "os_real.py")).symlink_to(original / "os.py")
+    shutil.copytree(STDLIB / "encodings", dest / "encodings", ignore=shutil.ignore_patterns("__pycache__"))
+    init = dest / "encodings" / "__init__.py"
+    init.write_text(_trap(marker) + init.read_text())
+    return dest
+
+
+def copied_interpreter(folder: Path) -> Path:
+    """``folder/python3``: a copy of this interpreter (root's, not a link), so that Python looks for
+    its library from ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(os.path.realpath(sys.executable), folder / "python3")
+    return folder
+
+
+def give_to_agent(top: Path) -> None:
+    for path in [top, *top.rglob("*")]:
+        os.lchown(path, AGENT, AGENT)
+
+
+def ran(marker: Path) -> str:
+    return marker.read_text() if marker.exists() else ""
+
+
+FALLBACK = os.path.dirname(os.path.realpath(sys.executable))  # root's, with its library beside it
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A folder for the installations under test whose folders above are root's and nobody else's
+    (/opt): under /tmp, a sticky folder further up would decide some cases alone."""
+    needs_root()
+    folder = Path(tempfile.mkdtemp(prefix="nemo-gym-attack-", dir="/opt"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("given", ["nothing", "the standard library's folder", "the folder above it"])
+def test_an_interpreter_whose_standard_library_another_user_can_change_is_never_started_by_root(tmp_path, given):
+    """test.sh must not start it, and falls back to the next interpreter on PATH (LocalSandbox, as
+    the server grades)."""
+    needs_root()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = workspace / "hijacked"
+    copied_interpreter(tmp_path / "pfx" / "bin")
+    lib = trapped_stdlib(tmp_path / "pfx" / "lib" / X_Y, marker)
+    if given == "the standard library's folder":
+        give_to_agent(lib)
+    elif given == "the folder above it":
+        lib.parent.chmod(0o777)  # the agent may rename lib/python3.X away and put its own in place
+    env = {"PATH": f"/opt/pfx/bin:{FALLBACK}:/usr/bin:/bin"}
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": VERIFIER})
+    outcome = verify(task_dir, workspace, sandbox_env=env, mounts={"/opt/pfx": tmp_path / "pfx"})
+    if given == "nothing":  # the trap works on whoever starts it: root did, as nothing forbade it
+        assert ran(marker).startswith("encodings 0"), ran(marker)
+    else:
+        assert ran(marker) == "", (
+            f"root started an interpreter whose standard library the agent can change: {ran(marker)}"
+        )
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+
+
+def _refused_and_graded(run, marker: Path) -> None:
+    assert ran(marker) == "", f"root started it: {ran(marker)!r}\n{run.output}"
+    assert run.reward == {"reward": 1.0}, run.output  # the next interpreter on PATH graded
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["BASHOPTS=failglob", "GLOBIGNORE={pfx}/lib/*", "BASHOPTS=nullglob:nocaseglob", "SHELLOPTS=noglob"],
+)
+def test_shell_options_from_the_environment_do_not_hide_a_standard_library(run_shim, tmp_path, base, variable):
+    """Stock Harbor runs test.sh with the task's env, and bash takes BASHOPTS and SHELLOPTS from it: a
+    glob that matched nothing must not end test.sh (failglob), and no option may hide the library it
+    checks (noglob left the pattern unexpanded, so no library was ever checked). bash takes GLOBIGNORE
+    from the environment as a plain variable, without its effect: the case keeps it so."""
+    marker = tmp_path / "workspace" / "hijacked"
+    copied_interpreter(base / "pfx" / "bin")
+    give_to_agent(trapped_stdlib(base / "pfx" / "lib" / X_Y, marker))
+    (base / "pfx" / "lib64").mkdir()  # with no python3* in it (Debian's /usr/lib64): a glob that matches nothing
+    name, value = variable.replace("{pfx}", str(base / "pfx")).split("=")
+    _refused_and_graded(run_shim(VERIFIER, path=f"{base}/pfx/bin:{FALLBACK}", env={name: value}), marker)
+
+
+@pytest.mark.parametrize("suffix", ["/", "/.", "//", "/./", "/.//"])
+def test_a_path_entry_spelt_with_a_trailing_slash_still_has_its_library_checked(run_shim, tmp_path, base, suffix):
+    """ENV PATH=/opt/x/bin/:$PATH is a common spelling: "${1%/*}" was then the interpreter's own
+    folder, so test.sh looked in bin/lib/, while Python tidies the path and uses the library beside."""
+    marker = tmp_path / "workspace" / "hijacked"
+    bin_dir = copied_interpreter(base / "pfx" / "bin")
+    give_to_agent(trapped_stdlib(base / "pfx" / "lib" / X_Y, marker))
+    _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}{suffix}:{FALLBACK}"), marker)
+
+
+def test_an_interpreter_at_the_top_of_its_prefix_has_its_library_checked(run_shim, tmp_path, base):
+    """Python's search starts in the interpreter's own folder: flat/python3 uses flat/lib/python3.X."""
+    marker = tmp_path / "workspace" / "hijacked"
+    flat = copied_interpreter(base / "flat")
+    give_to_agent(trapped_stdlib(flat / "lib" / X_Y, marker))
+    os.lchown(flat / "lib", 0, 0)  # only the library is the agent's
+    _refused_and_graded(run_shim(VERIFIER, path=f"{flat}:{FALLBACK}"), marker)
+
+
+def test_a_sticky_folder_further_up_cannot_supply_the_library(run_shim, tmp_path, base):
+    """No library beside the interpreter (a copied binary): Python walks up every folder for
+    lib/python3.X/os.py, and test.sh allowed sticky ones, where the agent can make lib/ (as in /tmp)."""
+    marker = tmp_path / "workspace" / "hijacked"
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    bin_dir = copied_interpreter(sticky / "inst" / "bin")  # root's; nothing beside it
+    give_to_agent(trapped_stdlib(sticky / "lib" / X_Y, marker).parent)  # what the agent may create there
+    _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_a_venv_whose_pyvenv_cfg_another_user_can_change_is_never_started_by_root(run_shim, tmp_path, base):
+    """A venv's folders are root's, and its python3 links to root's interpreter, but the agent can
+    write its pyvenv.cfg: its ``home`` names the agent's own installation, whose library Python uses."""
+    marker = tmp_path / "workspace" / "hijacked"
+    agents = copied_interpreter(base / "agents" / "bin")
+    trapped_stdlib(base / "agents" / "lib" / X_Y, marker)
+    give_to_agent(base / "agents")
+    venv = base / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python3").symlink_to(os.path.realpath(sys.executable))
+    (venv / "lib" / X_Y / "site-packages").mkdir(parents=True)
+    config = venv / "pyvenv.cfg"
+    config.write_text(f"home = {agents}\ninclude-system-site-packages = false\n")
+    marker.parent.mkdir()
+    probe = subprocess.run([str(venv / "bin" / "python3"), "-E", "-S", "-c", "pass"])
+    assert probe.returncode == 0 and ran(marker).startswith("encodings 0"), ran(marker)  # the trap works
+    marker.unlink()
+    os.lchown(config, AGENT, AGENT)
+    _refused_and_graded(run_shim(VERIFIER, path=f"{venv}/bin:{FALLBACK}"), marker)
+
+
+def _in_a_mount_namespace(*mounts: Tuple[Path, Path]) -> List[str]:
+    script = " && ".join(f"mount --bind '{source}' '{target}'" for source, target in mounts)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script + ' && exec "$@"', "sh"]
+
+
+@pytest.mark.parametrize("os_py", ["removed", "kept"])
+@pytest.mark.parametrize("owned", ["the standard library", "the lib folder holding it"])
+def test_a_library_the_agent_owns_is_refused_with_its_os_py_or_without(tmp_path, owned, os_py):
+    """test.sh told a library by its os.py, which whoever owns the library can remove. Python then
+    falls back on the prefix it was built for, which is that very folder for any usual install
+    (python:3.x images, pyenv, Debian's /usr): its encodings ran as root. The real installation's
+    folders are replaced in a private mount namespace only."""
+    needs_root()
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.fail("this machine kind runs unshare -m as root (util-linux)")
+    prefix = Path(sys.base_prefix)  # the real installation: the prefix it was built for is where it is
+    real_lib = prefix / "lib"
+    assert (real_lib / X_Y / "os.py").is_file()
+    original = tmp_path / "original-lib"  # the real lib/, seen from here once the other is mounted over it
+    original.mkdir()
+    marker = tmp_path / "marker"
+    keep = os_py == "kept"
+    if owned == "the standard library":  # a chown -R of lib/python3.X
+        stdlib = trapped_stdlib(tmp_path / "agents" / X_Y, marker, original / X_Y, keep_os=keep)
+        give_to_agent(stdlib)
+        mounts = [(real_lib, original), (stdlib, real_lib / X_Y)]
+    else:  # a chown of lib/: the agent moved python3.X aside and made its own
+        lib = tmp_path / "agents" / "lib"
+        lib.mkdir(parents=True)
+        for entry in real_lib.iterdir():
+            if entry.name != X_Y:
+                (lib / entry.name).symlink_to(original / entry.name)
+        trapped_stdlib(lib / X_Y, marker, original / X_Y, keep_os=keep)
+        give_to_agent(lib)
+        mounts = [(real_lib, original), (lib, real_lib)]
+    tests = tmp_path / "tests"
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    lay_out(tests, shim_files(VERIFIER.encode(), {}))
+    (tmp_path / "workspace").mkdir()
+    run = subprocess.run(
+        [*_in_a_mount_namespace(*mounts), "/bin/bash", str(tests / "test.sh")],
+        cwd=tmp_path / "workspace",
+        env={"PATH": f"{prefix}/bin:/usr/bin:/bin", "VERIFIER_LOGS_DIR": str(tmp_path / "logs")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+    )
+    output = run.stdout.decode(errors="replace")
+    assert ran(marker) == "", f"root started it: {ran(marker)!r}\n{output}"
+    assert 'reward.json: {"reward": 1.0}' in output, output  # the next interpreter on PATH graded
