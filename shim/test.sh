@@ -8,7 +8,7 @@ exec 2>&1
 # passes a task's env to this shell; bash takes BASHOPTS and SHELLOPTS from it, never GLOBIGNORE's
 # effect).
 shopt -u failglob
-set +f
+set +euf
 # $0, never BASH_SOURCE or BASH: bash takes those from its environment as plain variables (as it
 # does EUID), where a task's env could name the workspace.
 case "$0" in
@@ -23,36 +23,35 @@ tried=""
 
 # Whether root may start "$1/$2": "$1", the folder above it (where a venv keeps its pyvenv.cfg) and
 # the interpreter belong to root and nobody else can write them, and every folder further up
-# belongs to root and nobody else can rename what is in it (sticky folders such as /tmp allowed):
-# so nobody else can have swapped a folder for a link, planted a pyvenv.cfg or replaced the
-# interpreter. The same holds for the standard library, whose encodings runs as the interpreter
-# starts: Python looks for lib/python3.X/os.py (or lib64/) in the interpreter's folder, then in
-# each folder above. Every lib/, lib64/ and python3* in them that "$1" and the folder above hold is
-# checked, os.py or not (whoever owns a library can remove its os.py, and Python then falls back on
-# the folder it was built for: that one), and their pyvenv.cfg. Without a library there, Python
-# looks further up, so no folder further up may be writable, sticky or not; a link's library is
-# where its target is, which is not checked. One stat call, on the path as written (Python finds
-# pyvenv.cfg by it), exec'd by the command substitution's subshell rather than forked once more (in
-# the C locale: its words are matched below), after that subshell printed the folder's physical
-# path; the rest is builtins.
+# belongs to root and nobody else can rename what is in it: so nobody else can have swapped a
+# folder for a link, planted a pyvenv.cfg or replaced the interpreter. The same holds for the
+# standard library, whose encodings runs as the interpreter starts: Python looks for
+# lib/python3.X/os.py (or lib64/) from the interpreter's folder up, and for lib-dynload on its own,
+# so every lib/, lib64/ and python3* in them of "$1" and of each folder above is checked, os.py or
+# not (whoever owns a library can remove its os.py, and Python then falls back on the folder it was
+# built for). A sticky folder further up (/tmp) is allowed only where Python never searches up from
+# here, where another user could make lib/ later: a venv (it searches from its home), or a link
+# into another folder (from the target's, which is not checked). One stat call, on the path as
+# written (Python finds pyvenv.cfg by it), exec'd by the command substitution's subshell rather
+# than forked once more (in the C locale: its words are matched below), after that subshell printed
+# the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() libs=() lib std beside="" lenient line index=0 special mode modes physical TMOUT=
+  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same line index=0 special mode modes physical TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
-  for dir in "$1" "${1%/*}"; do
+  for dir in "$1" "${above[@]}" ""; do  # "": the root folder's
     for lib in "$dir/lib" "$dir/lib64"; do
       [ -d "$lib" ] || continue
       libs+=("$lib/.")  # /. : a link's target is stat'ed
       for std in "$lib"/python3*; do
-        [ -d "$std" ] || continue
-        libs+=("$std/.")
-        [ -f "$std/os.py" ] || [ -f "$std/os.pyc" ] && beside=1
+        [ -d "$std" ] && libs+=("$std/.")
       done
     done
-    [ -e "$dir/pyvenv.cfg" ] && libs+=("$dir/pyvenv.cfg")
   done
-  lenient=1  # the last line that may be a sticky folder writable by others
-  [ -n "$beside" ] || [ -L "$1/$2" ] && lenient=$((${#above[@]} + 1))
+  for dir in "$1" "${1%/*}"; do
+    [ -e "$dir/pyvenv.cfg" ] && libs+=("$dir/pyvenv.cfg") && venv=1
+  done
+  [ -n "$venv" ] || [ -L "$1/$2" ] && lenient=$((${#above[@]} + 1))  # the last line a sticky folder may be
   modes=$(cd -P -- "$1" 2>/dev/null && printf '%s\n' "$PWD" \
     && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" "${libs[@]}" 2>/dev/null) \
     || return 1
@@ -74,6 +73,10 @@ root_may_run() {
     (( (8#$mode & 8#022) == 0 )) && continue
     # Writable by others: only a sticky folder above the interpreter's folder and the one above it.
     [ "$index" -gt 2 ] && [ "$index" -le "$lenient" ] && (( special & 1 )) || return 1
+    # Only then (rare): a link to a file of this same folder (python3 -> python3.X) is no link here.
+    [ -n "$venv" ] || [ -n "$same" ] && continue
+    same=1
+    for same in "$1"/* "$1"/.[!.]*; do [ -L "$same" ] || ! [ "$same" -ef "$1/$2" ] || return 1; done
   done <<< "$modes"
   [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] && [ -O "$1/$2" ]
 }
@@ -96,6 +99,7 @@ for python in python3 python; do
     dir="${rest%%:*}"
     rest="${rest#*:}"
     case "$dir" in /*) ;; *) continue ;; esac
+    case "$dir" in */..|*/../*) continue ;; esac  # "${1%/*}" would not be the folder above
     while :; do  # no trailing / or /. (Python drops them): root_may_run takes "${dir%/*}" as the folder above
       case "$dir" in
         */.) dir=${dir%/.} ;;

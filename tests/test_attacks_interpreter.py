@@ -171,15 +171,14 @@ def test_a_sticky_folder_further_up_cannot_supply_the_library(run_shim, tmp_path
 
 
 def test_a_venv_whose_pyvenv_cfg_another_user_can_change_is_never_started_by_root(run_shim, tmp_path, base):
-    """A venv's folders are root's, and its python3 links to root's interpreter, but the agent can
-    write its pyvenv.cfg: its ``home`` names the agent's own installation, whose library Python uses."""
+    """A venv's folders and interpreter are root's, but the agent can write its pyvenv.cfg: its
+    ``home`` names the agent's own installation, whose library Python uses."""
     marker = tmp_path / "workspace" / "hijacked"
     agents = copied_interpreter(base / "agents" / "bin")
     trapped_stdlib(base / "agents" / "lib" / X_Y, marker)
     give_to_agent(base / "agents")
     venv = base / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python3").symlink_to(os.path.realpath(sys.executable))
+    copied_interpreter(venv / "bin")  # a copy: 3.8 looks for pyvenv.cfg beside a link's target
     (venv / "lib" / X_Y / "site-packages").mkdir(parents=True)
     config = venv / "pyvenv.cfg"
     config.write_text(f"home = {agents}\ninclude-system-site-packages = false\n")
@@ -242,3 +241,177 @@ def test_a_library_the_agent_owns_is_refused_with_its_os_py_or_without(tmp_path,
     output = run.stdout.decode(errors="replace")
     assert ran(marker) == "", f"root started it: {ran(marker)!r}\n{output}"
     assert 'reward.json: {"reward": 1.0}' in output, output  # the next interpreter on PATH graded
+
+
+# --- Red team 28: Python's searches up the tree (the library's and lib-dynload's, each on its own) ---
+
+DYNLOAD = STDLIB / "lib-dynload"
+# The runner reads task_data.json with _json's scanner, as root, before verify runs.
+DATA_VERIFIER = "def verify(task_data):\n    return float(task_data['score'])\n"
+
+
+def honest_library_without_lib_dynload(dest: Path) -> Path:
+    """Root's standard library beside the interpreter, os.py and all, but no lib-dynload (an
+    installation whose extension modules are built in, or kept elsewhere)."""
+    dest.mkdir(parents=True)
+    for entry in STDLIB.iterdir():
+        if entry.name not in ("lib-dynload", "site-packages", "__pycache__"):
+            (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+def trapped_lib_dynload(dest: Path, marker: Path) -> Path:
+    """An agent's lib-dynload: the real extension modules, but _json is a .py that records who
+    imported it and then loads the real one (so the run goes on as usual)."""
+    dest.mkdir(parents=True)
+    real_json = None
+    for entry in DYNLOAD.iterdir():
+        if entry.name.startswith("_json."):
+            real_json = entry
+            continue
+        (dest / entry.name).symlink_to(entry)
+    assert real_json is not None, "this build keeps _json in lib-dynload"
+    (dest / "_json.py").write_text(
+        textwrap.dedent(
+            f"""\
+            import posix as _p, sys as _s
+            _fd = _p.open({str(marker)!r}, _p.O_WRONLY | _p.O_APPEND | _p.O_CREAT, 0o666)
+            _p.write(_fd, b"_json %d\\n" % _p.geteuid()); _p.close(_fd)
+            import importlib.util as _u
+            _spec = _u.spec_from_file_location("_json", {str(real_json)!r})
+            _m = _u.module_from_spec(_spec); _spec.loader.exec_module(_m); _s.modules["_json"] = _m
+            """
+        )
+    )
+    return dest
+
+
+def _trap_works(python: Path, marker: Path, code: str = "import json") -> None:
+    """The control: the trap runs for whoever starts this interpreter (here root, directly)."""
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    assert os.spawnv(os.P_WAIT, str(python), [str(python), "-E", "-S", "-s", "-B", "-c", code]) == 0
+    assert ran(marker).startswith(("encodings 0", "_json 0")), ran(marker)
+    marker.unlink()
+
+
+def test_exec_prefix_is_searched_separately_up_a_sticky_folder(run_shim, tmp_path, base):
+    """A library with os.py beside the interpreter lets sticky folders further up pass, but Python
+    looks for lib/python3.X/lib-dynload on its own, from the interpreter's folder up: without one
+    beside, the first one up the tree (one the agent makes in /tmp) is exec_prefix, on sys.path."""
+    marker = tmp_path / "workspace" / "hijacked"
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    bin_dir = copied_interpreter(sticky / "inst" / "bin")
+    honest_library_without_lib_dynload(sticky / "inst" / "lib" / X_Y)
+    trapped_lib_dynload(sticky / "lib" / X_Y / "lib-dynload", marker)
+    give_to_agent(sticky / "lib")
+    _trap_works(bin_dir / "python3", marker)
+    _refused_and_graded(run_shim(DATA_VERIFIER, {"score": 1}, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_exec_prefix_is_searched_in_a_lib_folder_of_an_ancestor(run_shim, tmp_path, base):
+    """No sticky folder needed: an ancestor's own lib/ (not beside the interpreter, never checked)
+    that the agent owns supplies lib-dynload."""
+    marker = tmp_path / "workspace" / "hijacked"
+    bin_dir = copied_interpreter(base / "tools" / "inst" / "bin")
+    honest_library_without_lib_dynload(base / "tools" / "inst" / "lib" / X_Y)
+    trapped_lib_dynload(base / "tools" / "lib" / X_Y / "lib-dynload", marker)
+    give_to_agent(base / "tools" / "lib")
+    _trap_works(bin_dir / "python3", marker)
+    _refused_and_graded(run_shim(DATA_VERIFIER, {"score": 1}, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_nothing_beside_walks_up_into_an_ancestors_lib_folder(run_shim, tmp_path, base):
+    """Nothing beside the interpreter: test.sh checks that no folder further up is writable, but
+    Python looks in each one's lib/python3.X/ for os.py, and an ancestor's lib/ is never checked."""
+    marker = tmp_path / "workspace" / "hijacked"
+    bin_dir = copied_interpreter(base / "tools" / "inst" / "bin")  # root's; nothing beside it
+    give_to_agent(trapped_stdlib(base / "tools" / "lib" / X_Y, marker).parent)
+    _trap_works(bin_dir / "python3", marker, "pass")
+    _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_a_link_to_its_neighbour_does_not_make_sticky_folders_safe(run_shim, tmp_path, base):
+    """python3 -> python3.X, the usual layout: the link makes test.sh allow sticky folders further
+    up, but Python resolves it to the same folder and walks up from there (into /tmp/lib)."""
+    marker = tmp_path / "workspace" / "hijacked"
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    bin_dir = copied_interpreter(sticky / "inst" / "bin")
+    (bin_dir / "python3").rename(bin_dir / X_Y)
+    (bin_dir / "python3").symlink_to(X_Y)  # in its own folder: nothing else to check
+    give_to_agent(trapped_stdlib(sticky / "lib" / X_Y, marker).parent)  # what the agent may create there
+    _trap_works(bin_dir / "python3", marker, "pass")
+    _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_a_library_of_another_version_beside_does_not_stop_the_walk(run_shim, tmp_path, base):
+    """test.sh takes any lib/python3*/os.py as the library beside; Python looks only for its own
+    version's, and walks up past one of another version (into a sticky folder)."""
+    marker = tmp_path / "workspace" / "hijacked"
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    bin_dir = copied_interpreter(sticky / "inst" / "bin")
+    other = sticky / "inst" / "lib" / "python3.99"
+    other.mkdir(parents=True)
+    (other / "os.py").write_text("")  # root's, of another version
+    give_to_agent(trapped_stdlib(sticky / "lib" / X_Y, marker).parent)
+    _trap_works(bin_dir / "python3", marker, "pass")
+    _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+def test_a_path_entry_ending_in_dot_dot_has_its_folder_above_checked(run_shim, tmp_path, base):
+    """PATH=/opt/x/bin/..: "${1%/*}" is /opt/x/bin, a folder below, not the one above, so the
+    library Python finds there (beside the real folder's parent) is never checked."""
+    marker = tmp_path / "workspace" / "hijacked"
+    inst = copied_interpreter(base / "pfx" / "inst")  # inst/python3: a flat installation
+    (inst / "bin").mkdir()
+    give_to_agent(trapped_stdlib(base / "pfx" / "lib" / X_Y, marker).parent)
+    _trap_works(inst / "python3", marker, "pass")
+    _refused_and_graded(run_shim(VERIFIER, path=f"{inst}/bin/..:{FALLBACK}"), marker)
+
+
+def test_errexit_from_the_environment_does_not_end_the_search(run_shim, tmp_path, base):
+    """Stock Harbor passes the task's env, and bash takes SHELLOPTS from it: with errexit, the first
+    interpreter refused ended test.sh (status 1, no message, no fallback, no reward)."""
+    agents = copied_interpreter(base / "agents" / "bin")
+    give_to_agent(base / "agents")
+    run = run_shim(VERIFIER, path=f"{agents}:{FALLBACK}", env={"SHELLOPTS": "errexit"})
+    assert run.reward == {"reward": 1.0}, run.output
+
+
+WHICH = "import sys\n\ndef verify():\n    print('ran by', sys.prefix)\n    return 1.0\n"
+
+
+def test_a_link_to_its_neighbour_under_a_sticky_folder_is_refused_before_anyone_made_lib(run_shim, tmp_path, base):
+    """python3 -> python3.X under a sticky folder with nothing further up yet: the agent could make
+    sticky/lib/python3.X after the check and before the start, so test.sh must not rely on finding
+    none (the same-folder link gets no allowance for sticky folders)."""
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    bin_dir = copied_interpreter(sticky / "inst" / "bin")
+    (bin_dir / "python3").rename(bin_dir / X_Y)
+    (bin_dir / "python3").symlink_to(X_Y)
+    (sticky / "inst" / "lib").mkdir()
+    (sticky / "inst" / "lib" / X_Y).symlink_to(STDLIB)  # an honest library beside, the real one
+    run = run_shim(WHICH, path=f"{bin_dir}:{FALLBACK}")
+    assert run.reward == {"reward": 1.0}, run.output
+    assert "ran by" in run.output and str(sticky) not in run.output, run.output
+
+
+def test_a_venv_under_a_sticky_folder_is_started(run_shim, tmp_path, base):
+    """A venv searches for its library from its home, never from its own folder up: a sticky folder
+    above it (a root venv in /tmp) is no way in, and refusing it would fail honest runs."""
+    sticky = base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    real = os.path.realpath(sys.executable)
+    made = subprocess.run([real, "-m", "venv", "--without-pip", "--copies", str(sticky / "venv")])
+    assert made.returncode == 0
+    run = run_shim(WHICH, path=f"{sticky}/venv/bin:{FALLBACK}")
+    assert run.reward == {"reward": 1.0}, run.output
+    assert f"ran by {sticky / 'venv'}" in run.output, run.output
