@@ -37,26 +37,48 @@ tried=""
 # the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same line index=0 special mode modes physical TMOUT=
+  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same line index=0 special mode modes physical real TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
   for dir in "$1" "${above[@]}" ""; do  # "": the root folder's
     for lib in "$dir/lib" "$dir/lib64"; do
       [ -d "$lib" ] || continue
       libs+=("$lib/.")  # /. : a link's target is stat'ed
-      for std in "$lib"/python3*; do
-        [ -d "$std" ] && libs+=("$std/.")
+      for std in "$lib"/python3*; do  # a folder, or a file such as python3XY.zip (first on sys.path)
+        if [ -d "$std" ]; then libs+=("$std/."); elif [ -L "$std" ]; then return 1; elif [ -e "$std" ]; then libs+=("$std"); fi
       done
     done
   done
   for dir in "$1" "${1%/*}"; do
+    [ -L "$dir/pyvenv.cfg" ] && return 1  # stat would print "symbolic link", skipped below; Python reads the target
     [ -e "$dir/pyvenv.cfg" ] && libs+=("$dir/pyvenv.cfg") && venv=1
   done
+  # A build tree (3.11+: pybuilddir.txt; all: Modules/Setup.local) takes its library from Lib/ and build/.
+  [ -e "$1/pybuilddir.txt" ] || [ -e "$1/Modules" ] || [ -L "$1/Modules" ] && return 1
   [ -n "$venv" ] || [ -L "$1/$2" ] && lenient=$((${#above[@]} + 1))  # the last line a sticky folder may be
   modes=$(cd -P -- "$1" 2>/dev/null && printf '%s\n' "$PWD" \
     && PATH=$system_path LC_ALL=C exec stat -c '%u %a %F' -- "$1" "${above[@]}" "$1/$2" "${libs[@]}" 2>/dev/null) \
     || return 1
   physical=${modes%%$'\n'*}
   modes=${modes#*$'\n'}
+  # A link on the way (a folder link, or merged /bin -> usr/bin): the folders it leads to, and each one
+  # above them, must be root's, and nobody else may rename what is in them (sticky is enough: the
+  # entries are root's); else the target could be swapped once checked. One more stat, only then.
+  if [ "$physical" != "$1" ]; then
+    real=() dir=$physical
+    while [ -n "$dir" ]; do real+=("$dir"); dir=${dir%/*}; done
+    real=$(PATH=$system_path LC_ALL=C exec stat -c '%u %a' -- "${real[@]}" / 2>/dev/null) || return 1
+    same=0
+    while IFS= read -r line; do
+      same=$((same + 1))
+      case "$line" in
+        "0 "[0-7][0-7][0-7]) (( (8#${line:2} & 8#022) == 0 )) || return 1 ;;
+        "0 "[0-7][0-7][0-7][0-7]) (( (8#${line:3} & 8#022) == 0 || (${line:2:1} & 1) )) || return 1 ;;
+        *) return 1 ;;
+      esac
+    done <<< "$real"
+    [ "$same" -ge 2 ] || return 1
+    same=""
+  fi
   while :; do  # its physical path has no link: its ancestors by name are its real ones
     [ "${physical:-/}" -ef . ] && return 2
     [ -n "$physical" ] && [ "$physical" != / ] || break
