@@ -37,7 +37,7 @@ tried=""
 # the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same line index=0 special mode modes physical real TMOUT=
+  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same="" line index=0 special mode modes physical real=() real_modes count=0 TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
   for dir in "$1" "${above[@]}" ""; do  # "": the root folder's
     for lib in "$dir/lib" "$dir/lib64"; do
@@ -64,20 +64,18 @@ root_may_run() {
   # above them, must be root's, and nobody else may rename what is in them (sticky is enough: the
   # entries are root's); else the target could be swapped once checked. One more stat, only then.
   if [ "$physical" != "$1" ]; then
-    real=() dir=$physical
+    dir=$physical
     while [ -n "$dir" ]; do real+=("$dir"); dir=${dir%/*}; done
-    real=$(PATH=$system_path LC_ALL=C exec stat -c '%u %a' -- "${real[@]}" / 2>/dev/null) || return 1
-    same=0
+    real_modes=$(PATH=$system_path LC_ALL=C exec stat -c '%u %a' -- "${real[@]}" / 2>/dev/null) || return 1
     while IFS= read -r line; do
-      same=$((same + 1))
+      count=$((count + 1))
       case "$line" in
         "0 "[0-7][0-7][0-7]) (( (8#${line:2} & 8#022) == 0 )) || return 1 ;;
         "0 "[0-7][0-7][0-7][0-7]) (( (8#${line:3} & 8#022) == 0 || (${line:2:1} & 1) )) || return 1 ;;
         *) return 1 ;;
       esac
-    done <<< "$real"
-    [ "$same" -ge 2 ] || return 1
-    same=""
+    done <<< "$real_modes"
+    [ "$count" -ge 2 ] || return 1
   fi
   while :; do  # its physical path has no link: its ancestors by name are its real ones
     [ "${physical:-/}" -ef . ] && return 2

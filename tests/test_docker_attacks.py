@@ -11,7 +11,7 @@ import asyncio
 import shlex
 import textwrap
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import pytest
 from images import LABEL, users_image
@@ -384,6 +384,39 @@ def test_without_a_python_root_runs_nothing_from_the_tasks_path(docker_client, t
     assert hijacked == "" and outcome.reward == 0.0 and outcome.failure_kind == "harbor:missing_reward", outcome
 
 
+# Prepended to an encodings/__init__.py: records who started the interpreter, in /workspace/hijacked.
+ENCODINGS_TRAP = (
+    "import posix; fd = posix.open('/workspace/hijacked', posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666);"
+    " posix.write(fd, b'encodings %d\\n' % posix.geteuid())"
+)
+
+
+def assert_root_never_starts_the_trapped_interpreter(
+    client: Any, tmp_path: Path, setup: List[Tuple[str, str]], interpreter: str
+) -> None:
+    """Runs ``setup`` ((script, user) pairs) in the sandbox, shows the trapped ``interpreter`` runs the
+    agent's encodings for whoever starts it, then grades a root verifier with its folder first on PATH:
+    root must never start it, and the run scores as the next interpreter on PATH grades it."""
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("chmod 777 /workspace", user="root")
+        for script, user in setup:
+            made = await sandbox.exec(textwrap.dedent(script), user=user)
+            assert made.return_code == 0, made
+        probe = await sandbox.exec(f"{interpreter} -c pass; cat /workspace/hijacked", user="agent")
+        assert "encodings 1000" in probe.stdout, probe  # the trap works on whoever starts it
+        await sandbox.exec("rm -f /workspace/hijacked", user="root")
+
+    async def look(sandbox: DockerSandbox) -> str:
+        return (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
+
+    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
+    env = {"PATH": f"{interpreter.rsplit('/', 1)[0]}:/usr/local/bin:/usr/bin:/bin"}
+    outcome, hijacked = attack(client, task_dir, write(tmp_path / "ws", {}), before=before, after=look, env=env)
+    assert hijacked == "", hijacked
+    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+
+
 def test_a_venv_the_agent_can_swap_is_never_started_by_root(docker_client, tmp_path):
     # The agent owns /opt/venv, on the task's PATH: it points the venv's pyvenv.cfg at a copy of the
     # standard library whose encodings package (imported by every interpreter start) is its own.
@@ -398,27 +431,12 @@ def test_a_venv_the_agent_can_swap_is_never_started_by_root(docker_client, tmp_p
         for entry in $real/*; do ln -s $entry /opt/venv/fake/lib/python{version}/; done
         rm /opt/venv/fake/lib/python{version}/encodings
         cp -r $real/encodings /opt/venv/fake/lib/python{version}/encodings
-        echo "import posix; fd = posix.open('/workspace/hijacked', posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666); posix.write(fd, b'encodings %d\\n' % posix.geteuid())" > /tmp/evil
+        echo "{ENCODINGS_TRAP}" > /tmp/evil
         cat /tmp/evil $real/encodings/__init__.py > /opt/venv/fake/lib/python{version}/encodings/__init__.py
         printf 'home = /opt/venv/fake/bin\\n' > /opt/venv/pyvenv.cfg
     """
-
-    async def before(sandbox: DockerSandbox) -> None:
-        await sandbox.exec("mkdir -p /opt/venv && chown agent /opt/venv && chmod 777 /workspace", user="root")
-        made = await sandbox.exec(textwrap.dedent(swap), user="agent")
-        assert made.return_code == 0, made
-        probe = await sandbox.exec("/opt/venv/bin/python3 -c pass; cat /workspace/hijacked", user="agent")
-        assert "encodings 1000" in probe.stdout, probe  # the trap works on whoever starts it
-        await sandbox.exec("rm -f /workspace/hijacked", user="root")
-
-    async def look(sandbox: DockerSandbox) -> str:
-        return (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
-
-    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
-    env = {"PATH": "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"}
-    outcome, hijacked = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=look, env=env)
-    assert hijacked == "", hijacked
-    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+    setup = [("mkdir -p /opt/venv && chown agent /opt/venv", "root"), (swap, "agent")]
+    assert_root_never_starts_the_trapped_interpreter(docker_client, tmp_path, setup, "/opt/venv/bin/python3")
 
 
 def test_a_standard_library_the_agent_owns_is_never_started_by_root(docker_client, tmp_path):
@@ -438,27 +456,11 @@ def test_a_standard_library_the_agent_owns_is_never_started_by_root(docker_clien
         chown -R agent {lib}
     """
     trap = f"""
-        echo "import posix; fd = posix.open('/workspace/hijacked', posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT, 0o666); posix.write(fd, b'encodings %d\\n' % posix.geteuid())" > /tmp/evil
+        echo "{ENCODINGS_TRAP}" > /tmp/evil
         cat /tmp/evil {build}/lib/python{version}/encodings/__init__.py > {lib}/encodings/__init__.py
     """
-
-    async def before(sandbox: DockerSandbox) -> None:
-        await sandbox.exec("chmod 777 /workspace", user="root")
-        for script, user in ((install, "root"), (trap, "agent")):
-            made = await sandbox.exec(textwrap.dedent(script), user=user)
-            assert made.return_code == 0, made
-        probe = await sandbox.exec("/opt/py/bin/python3 -c pass; cat /workspace/hijacked", user="agent")
-        assert "encodings 1000" in probe.stdout, probe  # the trap works on whoever starts it
-        await sandbox.exec("rm -f /workspace/hijacked", user="root")
-
-    async def look(sandbox: DockerSandbox) -> str:
-        return (await sandbox.exec("cat /workspace/hijacked 2>/dev/null; true", user="root")).stdout
-
-    task_dir = write(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 0.5\n"})
-    env = {"PATH": "/opt/py/bin:/usr/local/bin:/usr/bin:/bin"}
-    outcome, hijacked = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=look, env=env)
-    assert hijacked == "", hijacked
-    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+    setup = [(install, "root"), (trap, "agent")]
+    assert_root_never_starts_the_trapped_interpreter(docker_client, tmp_path, setup, "/opt/py/bin/python3")
 
 
 def test_site_packages_another_user_can_write_mask_the_sample(docker_client, tmp_path):
