@@ -108,9 +108,13 @@ def test_a_folder_swapped_in_for_a_reward_file_is_left_to_the_tool(tmp_path):
     assert b"head:" in ran.stderr and b"read error" not in ran.stderr, ran
 
 
-# A listing of the descriptors of test.sh's shell and of a program it starts.
+# A listing of the descriptors of test.sh's shell and of a program it starts. The shell's goes
+# through a file (in /logs/verifier, which the verifier's user may write): in `ls | sed` the shell
+# holds the pipe's read end until it has started sed, and ls, already running, could list it (a
+# flake under load).
 FD_PROBE = r"""#!/bin/bash
-ls -l /proc/$$/fd | sed -n 's/.* \([0-9]*\) -> \(.*\)/sh \1 \2/p'
+ls -l /proc/$$/fd > /logs/verifier/fds.txt
+sed -n 's/.* \([0-9]*\) -> \(.*\)/sh \1 \2/p' /logs/verifier/fds.txt
 bash -c 'ls -l /proc/$$/fd; :' | sed -n 's/.* \([0-9]*\) -> \(.*\)/child \1 \2/p'
 echo 1 > /logs/verifier/reward.txt
 """
