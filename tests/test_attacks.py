@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -70,7 +71,8 @@ def verify(
 
     async def run() -> VerificationOutcome:
         async with LocalSandbox(workspace, env=sandbox_env, mounts=mounts) as sandbox:
-            outcome = await run_verification(plan, wrap(sandbox) if wrap else sandbox)
+            # Bounded: an attack that hangs the verification fails its test rather than the suite.
+            outcome = await asyncio.wait_for(run_verification(plan, wrap(sandbox) if wrap else sandbox), 300)
             if after is not None:
                 after(sandbox)
             return outcome
@@ -384,6 +386,22 @@ def test_planted_symlinks_in_the_logs_are_never_followed(tmp_path):
     outcome = verify(task_dir, workspace)
     assert outcome.reward == 0.5, outcome
     assert (workspace / "victim.txt").read_text() == "original"
+
+
+def test_a_collect_hook_made_to_print_forever_is_cut_at_its_timeout_and_the_answer_graded(tmp_path):
+    # The task's hook prints the agent's run log; the agent made the log a link to /dev/zero. The
+    # local sandbox stopped reading at the hook's timeout and then waited for the pipe to close,
+    # forever: the server's own timeout would have masked the sample, sparing a wrong answer its 0.
+    grade = 'if [ "$(cat answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    hook = '[[verifier.collect]]\ncommand = "cat run.log"\ntimeout_sec = 1\n'
+    task_dir = task(tmp_path / "task", {"tests/test.sh": grade, "task.toml": hook})
+    for answer, reward in (("41", 0.0), ("42", 1.0)):
+        workspace = task(tmp_path / answer, {"answer.txt": answer})
+        os.symlink("/dev/zero", workspace / "run.log")
+        started = time.monotonic()
+        outcome = verify(task_dir, workspace)
+        assert (outcome.reward, outcome.masked) == (reward, False), outcome
+        assert time.monotonic() - started < 60
 
 
 # --- 9: the local sandbox protects the host ------------------------------------------------------

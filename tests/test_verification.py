@@ -16,7 +16,7 @@ from support import EXAMPLES, write_files
 
 from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, PipedResult, SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, PipedResult, SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 from nemo_gym.data.tasks.harbor.verification import (
@@ -304,6 +304,47 @@ def test_local_sandbox_refuses_paths_outside_its_folders(tmp_path):
                 await sandbox.exec("true", user="nobody:nogroup")
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["bubblewrap", "plain"])
+def test_the_local_sandbox_ends_a_command_whose_output_it_stops_reading(tmp_path, isolated):
+    # asyncio's wait() (3.11+) returns only once every pipe has closed, and it stops reading a pipe
+    # whose buffer is full: a command still printing when its timeout or output limit struck used to
+    # hang the call forever (a collect hook that cats the agent's /dev/zero link, say).
+    if isolated and not namespaces_available():
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run)")
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "zeros").write_bytes(bytes(3 << 20))
+
+    async def run() -> Dict[str, str]:
+        seen: Dict[str, str] = {}
+        async with LocalSandbox(tmp_path, isolate=isolated) as sandbox:
+            seen["workdir"] = sandbox.workdir
+            calls = {
+                "timeout": sandbox.exec("yes", timeout_s=1),
+                "limit": sandbox.exec_piped("head -c 3000000 /dev/zero", b"", stdout_limit=1000),
+                "archive": sandbox.get_archive(sandbox.workdir + "/big", limit=1000),
+                "flood and exit": sandbox.exec_piped("head -c 3000000 /dev/zero; exit 3", b"", stdout_limit=1000),
+            }
+            for name, call in calls.items():
+                started = time.monotonic()
+                try:
+                    await asyncio.wait_for(call, 60)
+                except (ExecTimeout, SandboxError) as error:
+                    seen[name] = f"{type(error).__name__}: {error}"
+                assert time.monotonic() - started < 30, name
+            seen["after"] = (await sandbox.exec("echo still there")).stdout
+        return seen
+
+    seen = asyncio.run(run())
+    workdir = seen.pop("workdir")
+    assert seen == {
+        "timeout": "ExecTimeout: the command outlived 1 s",
+        "limit": "SandboxError: the command printed more than 1000 bytes",
+        "archive": f"SandboxError: {workdir}/big is larger than 1000 bytes",
+        "flood and exit": "SandboxError: the command printed more than 1000 bytes",
+        "after": "still there\n",
+    }
 
 
 class FaultySandbox(RecordingSandbox):

@@ -29,7 +29,7 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
@@ -46,6 +46,9 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
 # How often a command is started when bubblewrap fails to set its namespace up (see exec).
 _SETUP_ATTEMPTS = 3
+# How long a killed command's pipes may take to close before they are left unread: only a process
+# that left its group (the sandbox without bubblewrap has no PID namespace to end it) keeps one open.
+_SETTLE_SEC = 5.0
 # Empty and writable, as in a fresh container. /run hides the host's sockets (the Docker engine's, the
 # system bus): a read-only bind does not stop a connect().
 _TMPFS = ("/var/tmp", "/dev/shm", "/run", "/var/run")
@@ -453,24 +456,12 @@ class LocalSandbox:
             )
         except (OSError, ValueError) as error:
             raise SandboxError(f"cannot start a command in the local sandbox: {error}") from error
-        assert process.stdout is not None and process.stderr is not None
-        out = _tail(process.stdout) if stdout_limit is None else _whole(process.stdout, stdout_limit)
-        feeding = [] if stdin is None else [_feed(process.stdin, stdin)]
-        reading = asyncio.gather(out, _tail(process.stderr), process.wait(), *feeding)
-        reading.add_done_callback(_retrieve)  # a cancelled run (Ctrl-C, SIGTERM) must not log a stray error
         try:
-            outputs = await asyncio.wait_for(reading, timeout_s)
-        except asyncio.TimeoutError:
-            raise ExecTimeout(f"the command outlived {timeout_s} s") from None
+            stdout, stderr, status = await _communicate(process, stdin, stdout_limit, timeout_s)
         finally:
-            if process.returncode is None or not self.isolated:
+            if not self.isolated:
                 _kill_group(process.pid)  # whatever it left behind goes with it
-            if process.returncode is None:
-                await process.wait()
-        assert process.returncode is not None
-        stdout, stderr = outputs[0], outputs[1]
-        assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
-        return PipedResult(stdout, stderr.decode(errors="replace"), process.returncode)
+        return PipedResult(stdout, stderr.decode(errors="replace"), status)
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
         target = self.host_path(sandbox_path)
@@ -540,16 +531,51 @@ def _retrieve(future: asyncio.Future) -> None:  # type: ignore[type-arg]
         future.exception()
 
 
-async def _whole(stream: asyncio.StreamReader, limit: int) -> bytes:
-    """Everything ``stream`` gives until it closes; ``SandboxError`` past ``limit`` bytes."""
+async def _communicate(
+    process: asyncio.subprocess.Process, stdin: Optional[bytes], stdout_limit: Optional[int], timeout_s: Optional[float]
+) -> Tuple[bytes, bytes, int]:
+    """Feeds ``stdin`` to ``process`` and reads, until it ends, its stdout (the tail, or all of it up
+    to ``stdout_limit``: ``SandboxError`` past it) and its stderr's tail; ``ExecTimeout`` past
+    ``timeout_s``. Its process group is killed at either limit, and the pipes are still read to
+    their end: asyncio's ``wait()`` returns only once every pipe has closed (3.11+), and it stops
+    reading a pipe whose buffer is full, so a command still printing then hung the call for good."""
+    assert process.stdout is not None and process.stderr is not None
+    stop = functools.partial(_kill_group, process.pid)
+    out = _tail(process.stdout) if stdout_limit is None else _whole(process.stdout, stdout_limit, stop)
+    feeding = [] if stdin is None else [_feed(process.stdin, stdin)]
+    reading = asyncio.gather(out, _tail(process.stderr), process.wait(), *feeding)
+    reading.add_done_callback(_retrieve)  # a cancelled run (Ctrl-C, SIGTERM) must not log a stray error
+    try:
+        outputs = await asyncio.wait_for(asyncio.shield(reading), timeout_s)
+    except asyncio.TimeoutError:
+        raise ExecTimeout(f"the command outlived {timeout_s} s") from None
+    finally:
+        if not reading.done():  # timed out or cancelled
+            stop()
+            await asyncio.wait({reading}, timeout=_SETTLE_SEC)
+            reading.cancel()
+    stdout, stderr, status = outputs[0], outputs[1], outputs[2]
+    assert isinstance(stdout, bytes) and isinstance(stderr, bytes) and isinstance(status, int)
+    return stdout, stderr, status
+
+
+async def _whole(stream: asyncio.StreamReader, limit: int, stop: Callable[[], None]) -> bytes:
+    """Everything ``stream`` gives until it closes. Past ``limit`` bytes, ``stop()`` ends the writer,
+    the rest is read and dropped, and ``SandboxError`` follows once the stream has closed."""
     kept = bytearray()
+    over = False
     while True:
         chunk = await stream.read(1 << 16)
         if not chunk:
+            if over:
+                raise SandboxError(f"the command printed more than {limit} bytes")
             return bytes(kept)
-        kept += chunk
-        if len(kept) > limit:
-            raise SandboxError(f"the command printed more than {limit} bytes")
+        if not over:
+            kept += chunk
+            if len(kept) > limit:
+                over = True
+                kept = bytearray()
+                stop()
 
 
 async def _feed(stream: Optional[asyncio.StreamWriter], data: bytes) -> None:
