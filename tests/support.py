@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import subprocess
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import pytest
 
@@ -224,3 +226,28 @@ def verify(workspace):
     return 0.0
 """
 )
+
+
+@contextlib.contextmanager
+def nested_folders(folder: Path, parts: Sequence[str], *, scratch: Path) -> Iterator[str]:
+    """Folders ``parts`` inside each other under ``folder`` (made), with a file ``end.txt`` in the
+    innermost, made through descriptors: the path may pass Linux's PATH_MAX, as an agent's can. Yields
+    the innermost folder's path relative to ``folder``. Afterwards ``scratch`` (the test's folder) is
+    emptied with ``rm -rf``, copies of the tree included: pytest's own cleanup recurses once per level
+    and would fail a later session on a tree this deep."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+        try:
+            for part in parts:
+                os.mkdir(part, dir_fd=handle)
+                inner = os.open(part, os.O_RDONLY, dir_fd=handle)
+                os.close(handle)
+                handle = inner
+            with open(os.open("end.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=handle), "w") as end:
+                end.write("the end")
+        finally:
+            os.close(handle)
+        yield "/".join(parts)
+    finally:
+        subprocess.run(["rm", "-rf", "--", *(str(path) for path in scratch.iterdir())], check=True)

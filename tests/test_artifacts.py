@@ -16,13 +16,15 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import write_files
+from support import nested_folders, write_files
 
 from nemo_gym.data.tasks.harbor.artifacts import (
     CONVENTION,
     FILE,
     FOLDER,
     LINK,
+    MAX_ARTIFACT_DEPTH,
+    MAX_ARTIFACT_PATH,
     OTHER,
     CollectedArtifact,
     CollectedArtifacts,
@@ -355,6 +357,29 @@ def test_the_plan_of_a_whole_artifact_over_the_limits_keeps_nothing():
     assert everything.keep == ("",) and everything.excluded == 1  # tar: an empty folder
 
 
+def test_the_plan_leaves_out_what_nests_too_deep_or_too_long():
+    # Every host copy and every delivery must be able to make each path it keeps: Linux refuses a
+    # path of 4096 bytes or more, and Python walks a tree once per folder level on 3.8-3.11.
+    chain = [Entry("/".join(["d"] * depth), FOLDER) for depth in range(1, MAX_ARTIFACT_DEPTH + 3)]
+    deepest_kept = "/".join(["d"] * MAX_ARTIFACT_DEPTH)
+    plan = plan_copy(tree(*chain, Entry(deepest_kept + "/f", FILE, 1), Entry("top.txt", FILE, 1)), **ROOMY)
+    assert plan.keep == ("", *(entry.relative for entry in chain[:MAX_ARTIFACT_DEPTH]), "top.txt")
+    assert plan.limited == 3  # the next folder, the one inside it, and the file beside it
+    reasons = dict(plan.skipped)
+    assert reasons[deepest_kept + "/d"] == f"nested deeper than {MAX_ARTIFACT_DEPTH} folders"
+    assert reasons[deepest_kept + "/f"] == f"nested deeper than {MAX_ARTIFACT_DEPTH} folders"
+    assert reasons[deepest_kept + "/d/d"] == "inside a folder left out for the limits"
+    # Bytes, not characters: a name of two-byte characters counts twice.
+    fits = "é" * ((MAX_ARTIFACT_PATH - 2) // 2) + "x" * ((MAX_ARTIFACT_PATH - 2) % 2)
+    assert len(("d/" + fits).encode()) == MAX_ARTIFACT_PATH
+    long = plan_copy(tree(Entry("d", FOLDER), Entry("d/" + fits, FILE, 1), Entry("d/" + fits + "y", FILE, 1)), **ROOMY)
+    assert long.keep == ("", "d", "d/" + fits) and long.limited == 1
+    assert dict(long.skipped) == {"d/" + fits + "y": f"a path longer than {MAX_ARTIFACT_PATH} bytes"}
+
+
+ROOMY = {"bytes_left": 1 << 20, "files_left": 1 << 20}
+
+
 def test_transfer_limit_leaves_room_for_every_header():
     assert transfer_limit(100, 10) >= 100 + 10 * 1024
     assert transfer_limit(0, 0) > 0
@@ -616,6 +641,43 @@ def test_an_archive_past_the_transfer_limit_is_skipped_whole(tmp_path, mode, loc
     assert not (tmp_path / "collected/data").exists()
     [skipped] = [item for item in collected.skipped if item.path == "/data"]
     assert "larger than" in skipped.reason
+
+
+DEEP_TREES = {
+    # Past Python's recursion limit and Linux's PATH_MAX (2 bytes a level): the local sandbox's own
+    # archive and the host copy failed, and the sample was masked.
+    "deep": ["a"] * 2100,
+    # Shallow, but past PATH_MAX within 17 levels: the host copy could not be made.
+    "long": ["n" * 250] * 20,
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", sorted(DEEP_TREES))
+def test_a_tree_too_deep_to_copy_is_cut_short_never_a_sandbox_fault(tmp_path, mode, shape, local):
+    # The agent nests folders until no path can be made on the host (or walked by Python); the copy
+    # leaves that part out, says so, and the verifier gets the rest: the agent's doing scores, never masks.
+    published = write_files(tmp_path / "published", {"answer.txt": "42"})
+    with nested_folders(published, DEEP_TREES[shape], scratch=tmp_path) as deepest:
+        collected = collect_locally(tmp_path, mode, (), mounts={"/logs/artifacts": published})
+        copy = tmp_path / "collected" / "logs" / "artifacts"
+        assert (copy / "answer.txt").read_text() == "42"
+        assert collected.truncated == ("/logs/artifacts",)
+        kept = deepest.split("/")
+        while len(kept) > MAX_ARTIFACT_DEPTH or len("/".join(kept).encode()) > MAX_ARTIFACT_PATH:
+            kept.pop()
+        assert copy.joinpath(*kept).is_dir() and not os.path.lexists(copy.joinpath(*kept, DEEP_TREES[shape][0]))
+        why = f"nested deeper than {MAX_ARTIFACT_DEPTH} folders" if shape == "deep" else "a path longer than"
+        assert any(why in item.reason for item in collected.skipped), collected.skipped
+
+        seen: Dict[str, str] = {}
+
+        async def look(sandbox: LocalSandbox) -> None:
+            seen["answer"] = (await sandbox.exec("cat /logs/artifacts/answer.txt", cwd="/")).stdout
+            seen["folders"] = (await sandbox.exec("find /logs/artifacts -type d | wc -l", cwd="/")).stdout.strip()
+
+        deliver_locally(tmp_path / "v", mode, collected, after=look)
+        assert seen == {"answer": "42", "folders": str(len(kept) + 1)}
 
 
 def test_collecting_again_replaces_the_copy_and_skips_overlapping_destinations(tmp_path, local):

@@ -14,6 +14,7 @@ from support import write_files
 from nemo_gym.data.tasks.harbor.artifacts import (
     FILE,
     FOLDER,
+    MAX_ARTIFACT_DEPTH,
     CollectedArtifact,
     CollectedArtifacts,
     collect_artifacts,
@@ -163,3 +164,27 @@ def test_a_lost_container_is_a_sandbox_error_not_a_missing_artifact(docker_clien
                 await deliver_artifacts(sandbox, copy)
 
     run(go())
+
+
+def test_folders_nested_past_what_a_copy_can_make_cut_the_artifact_short(docker_client, tmp_path):
+    # The agent nests folders until no path of them fits Linux's PATH_MAX (the engine archives them
+    # anyway): the host copy failed on them, and the sample was masked. It is cut short instead.
+    workspace = write_files(tmp_path / "agent", {"out.json": '{"answer": 42}'})
+    nest = 'cd /app && mkdir deep && cd deep && perl -e \'for (1..2100) { mkdir "a" or die; chdir "a" or die }\''
+    seen: Dict[str, Any] = {}
+
+    async def go() -> None:
+        image = base_image(docker_client)
+        async with DockerSandbox(
+            image, workspace=workspace, workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            made = await agent.exec(nest, user="root")
+            assert made.return_code == 0, made.stderr
+            seen["collected"] = await collect_artifacts(agent, [Artifact("/app", "app")], tmp_path / "collected")
+        async with DockerSandbox(image, workdir="/app", labels=LABEL, client=docker_client) as verifier:
+            await deliver_artifacts(verifier, seen["collected"])
+            seen["shown"] = (await verifier.exec("cat out.json; find deep -type d | wc -l")).stdout
+
+    run(go())
+    assert seen["collected"].truncated == ("/app",)
+    assert seen["shown"] == '{"answer": 42}' + f"{MAX_ARTIFACT_DEPTH}\n"  # deep, then deep/a to 128 parts

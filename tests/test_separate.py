@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, List
 
 import pytest
-from support import write_files
+from support import nested_folders, write_files
 
 from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec, run_separate_verification, verifier_sandbox_spec
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
@@ -186,6 +186,34 @@ def test_the_run_collects_stops_then_grades_in_a_fresh_sandbox(tmp_path):
     ]
     assert [entry.rsplit("-", 1)[0] for entry in log[5:]] == ["verifier: get /tests/.gym-out"]  # the results
     assert specs[0].image == "agent:1" and specs[0].workdir == "/app"
+
+
+@pytest.mark.parametrize("answer, reward", [("41", 0.0), ("42", 1.0)])
+def test_folders_nested_past_what_a_copy_can_make_score_the_answer_never_mask(tmp_path, answer, reward):
+    # The agent nests folders beside its answer until no path of them can be made on the host (past
+    # Python's recursion limit and Linux's PATH_MAX): masking the sample would spare a wrong answer
+    # its 0. The copy is cut short there, and the verifier grades the answer.
+    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox, namespaces_available
+
+    if not namespaces_available():
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run)")
+    toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
+    test_sh = 'if [ "$(cat /app/out.txt)" = 42 ] && [ -d /app/deep/a/a ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    workspace = write_files(tmp_path / "agent", {"out.txt": answer})
+
+    @asynccontextmanager
+    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
+            yield fresh
+
+    async def go() -> Any:
+        async with LocalSandbox(workspace, workdir="/app") as agent:
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    with nested_folders(workspace / "deep", ["a"] * 2100, scratch=tmp_path):
+        outcome = asyncio.run(go())
+    assert (outcome.reward, outcome.masked, outcome.mask_reason) == (reward, False, None), outcome.detail
 
 
 def test_a_verifier_sandbox_that_cannot_start_masks_and_a_refusal_raises(tmp_path):

@@ -32,8 +32,11 @@ Choices, where Harbor or the contract is silent or differs:
 - **Limits.** ``MAX_ARTIFACT_BYTES`` and ``MAX_ARTIFACT_FILES`` bound a whole collection (every
   artifact together). A file that would pass either is left out, and the artifact is reported
   truncated; an archive larger than ``transfer_limit`` is refused by the sandbox and the artifact is
-  skipped whole. Devices, FIFOs and sockets are left out. Set-id and sticky bits are dropped; on the
-  host a file keeps its mode plus ``u+rw``, a folder plus ``u+rwx``, and modification times.
+  skipped whole. A path nested more than ``MAX_ARTIFACT_DEPTH`` folders inside its artifact or longer
+  than ``MAX_ARTIFACT_PATH`` bytes is left out in the same way: a tree the agent built so that no
+  copy can make it cuts the artifact short, never fails the sample. Devices, FIFOs and sockets are
+  left out. Set-id and sticky bits are dropped; on the host a file keeps its mode plus ``u+rw``, a
+  folder plus ``u+rwx``, and modification times.
 - **Missing** sources are reported, never fatal; the convention folder is never reported missing
   (an agent that publishes nothing is the common case).
 - **Delivery** goes parents first (by source depth), so a nested artifact lands inside its parent's.
@@ -86,6 +89,12 @@ MAX_ARTIFACT_BYTES = 256 << 20
 # Files, folders and links: each is a tar header to move and a host inode to make; a tree of
 # millions of empty files is as costly as a large one.
 MAX_ARTIFACT_FILES = 20_000
+# How deep and how long a path inside an artifact may be. The agent can nest folders until no path
+# can be made: Linux refuses one of 4096 bytes or more (the host copy's folder and the verifier's
+# source path come first), and Python walks a tree once per level (os.walk, tarfile) on 3.8-3.11,
+# up to its recursion limit. A real tree (a checkout, a venv, node_modules) stays far inside both.
+MAX_ARTIFACT_DEPTH = 128
+MAX_ARTIFACT_PATH = 2048
 # What a tar spends beside file contents, per entry (a 512-byte header, a PAX header for a long name
 # or a large field, padding to 512 bytes) and per archive (end blocks, the engine's blocking).
 TAR_ENTRY_OVERHEAD = 2048
@@ -386,9 +395,14 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
             else:
                 skipped.append((path, "not inside a folder the copy holds"))
             continue
+        too_far = _too_far(path)
         if _matches_itself(path, patterns):
             gone[path] = _EXCLUDED
             excluded += 1
+        elif too_far is not None:
+            gone[path] = _LIMITED
+            limited += 1
+            skipped.append((path, too_far))
         elif entry.kind == LINK:
             links[path] = entry.target
         elif entry.kind not in (FILE, FOLDER):
@@ -423,6 +437,15 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
             skipped.append((path, "a symbolic link through another one left out for the limits"))
     keep.extend(final)
     return CopyPlan(tuple(keep), tuple(skipped), limited, excluded, used_bytes, used_files + len(final))
+
+
+def _too_far(path: str) -> Optional[str]:
+    """Why no copy can hold ``path`` (relative to its artifact), or ``None``."""
+    if path.count("/") >= MAX_ARTIFACT_DEPTH:
+        return f"nested deeper than {MAX_ARTIFACT_DEPTH} folders"
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_ARTIFACT_PATH:
+        return f"a path longer than {MAX_ARTIFACT_PATH} bytes"
+    return None
 
 
 def delivery_order(items: Iterable[CollectedArtifact]) -> List[CollectedArtifact]:
@@ -533,19 +556,25 @@ async def _exec(sandbox: Sandbox, script: str, what: str) -> str:
 # --- collecting ----------------------------------------------------------------------------------
 
 
+def _name(member: tarfile.TarInfo) -> str:
+    """A member's name. Python 3.8 keeps the trailing "/" of a folder's GNU long name (GNU tar writes
+    one for a path past 100 bytes); later versions drop it."""
+    return member.name.rstrip("/") if member.isdir() else member.name
+
+
 def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[str, tarfile.TarInfo]]:
     """The archive's members as entries relative to the artifact (the first member is the artifact
     itself, whatever its name); a hard link becomes a file of its target's size."""
     members = archive.getmembers()
     if not members:
         raise SandboxError(f"the archive of {source} from the sandbox is empty")
-    top = members[0].name
+    top = _name(members[0])
     if not top or "/" in top or top in (".", ".."):
         raise SandboxError(f"the archive of {source} from the sandbox starts with {top!r}, not the artifact")
     entries: List[Entry] = []
     by_path: Dict[str, tarfile.TarInfo] = {}
     for member in members:
-        name = member.name
+        name = _name(member)
         if name == top:
             relative = ""
         elif name.startswith(top + "/"):
@@ -923,7 +952,9 @@ async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, 
 __all__ = [
     "CONVENTION",
     "MAX_ARTIFACT_BYTES",
+    "MAX_ARTIFACT_DEPTH",
     "MAX_ARTIFACT_FILES",
+    "MAX_ARTIFACT_PATH",
     "Artifact",
     "CollectedArtifact",
     "CollectedArtifacts",

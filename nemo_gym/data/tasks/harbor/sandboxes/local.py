@@ -506,24 +506,37 @@ class LocalSandbox:
             raise SandboxError(f"upload into {folder} failed: {error}") from error
 
     async def get_archive(self, path: str, *, limit: int) -> bytes:
-        """A tar of ``path``: a folder and what it holds (links as links), refused before anything is
-        read when its files add up to more than ``limit`` bytes."""
+        """A tar of ``path``: a file, or a folder and what it holds (links as links); past ``limit``
+        bytes, ``SandboxError`` ending "is larger than LIMIT bytes". The host's GNU tar makes it: it
+        walks through descriptors, so no depth or path length the agent builds stops it (Python's
+        own walk recursed once per level and needed every full path under Linux's PATH_MAX)."""
         source = self.host_path(path)
         try:
-            total = 0
-            for folder, _, names in os.walk(source):
-                for name in names:
-                    total += os.lstat(os.path.join(folder, name)).st_size
-                    if total > limit:
-                        raise SandboxError(f"{path} is larger than {limit} bytes")
-            buffer = io.BytesIO()
-            with tarfile.open(fileobj=buffer, mode="w") as archive:
-                archive.add(str(source), arcname=source.name, recursive=True)
+            os.lstat(source)  # a missing path raises what source_missing looks for
         except OSError as error:
             raise SandboxError(f"download of {path} failed: {error}") from error
-        if buffer.tell() > limit:
-            raise SandboxError(f"{path} is larger than {limit} bytes")
-        return buffer.getvalue()
+        argv = [host_tool("tar"), "-c", "-f", "-", "--numeric-owner", "-C", str(source.parent), "--", source.name]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise SandboxError(f"download of {path} failed: cannot start tar: {error}") from error
+        try:
+            data, errors, status = await _communicate(process, None, limit, None)
+        except SandboxError:
+            raise SandboxError(f"{path} is larger than {limit} bytes") from None
+        # 1: a file changed as it was read; 2: one vanished or could not be read. The archive is
+        # still whole, and the caller reads what it holds (an agent's process must not be able to
+        # turn a collection into a fault by deleting a file at the right time).
+        if status not in (0, 1, 2):
+            detail = errors.decode(errors="replace").strip()[-500:]
+            raise SandboxError(f"download of {path} failed: tar exited with {status}{': ' + detail if detail else ''}")
+        return data
 
 
 def _retrieve(future: asyncio.Future) -> None:  # type: ignore[type-arg]
