@@ -8,6 +8,7 @@ import asyncio
 import io
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 from pathlib import Path
@@ -678,6 +679,24 @@ def test_a_tree_too_deep_to_copy_is_cut_short_never_a_sandbox_fault(tmp_path, mo
 
         deliver_locally(tmp_path / "v", mode, collected, after=look)
         assert seen == {"answer": "42", "folders": str(len(kept) + 1)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_socket_where_an_artifact_should_be_is_left_out_never_a_sandbox_fault(tmp_path, mode, local):
+    # The agent binds a Unix socket at the task's output path: no archive can hold one (tar skips it),
+    # and the empty archive read as a damaged transfer, masking the sample.
+    data = write_files(tmp_path / "data", {"answer.txt": "42"})
+    bound = socket.socket(socket.AF_UNIX)
+    try:
+        bound.bind(str(data / "out.json"))
+        artifacts = (Artifact("/data/out.json", "out.json"), Artifact("/data", "data"))
+        collected = collect_locally(tmp_path, mode, artifacts, mounts={"/data": data})
+    finally:
+        bound.close()
+    assert [item.artifact.source for item in collected.artifacts] == ["/logs/artifacts", "/data"]
+    assert listing(tmp_path / "collected" / "data") == {"answer.txt": "42"}
+    reasons = {item.path: item.reason for item in collected.skipped}
+    assert reasons == {"/data/out.json": "not a file, folder or symbolic link (a socket, which no archive holds)"}
 
 
 def test_collecting_again_replaces_the_copy_and_skips_overlapping_destinations(tmp_path, local):

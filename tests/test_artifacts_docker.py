@@ -188,3 +188,22 @@ def test_folders_nested_past_what_a_copy_can_make_cut_the_artifact_short(docker_
     run(go())
     assert seen["collected"].truncated == ("/app",)
     assert seen["shown"] == '{"answer": 42}' + f"{MAX_ARTIFACT_DEPTH}\n"  # deep, then deep/a to 128 parts
+
+
+def test_a_socket_where_an_artifact_should_be_is_left_out_in_a_container(docker_client, tmp_path):
+    # The engine's archive of a socket holds nothing, which read as a damaged transfer: masked.
+    bind = "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => \"/app/out.json\", Listen => 1) or die'"
+
+    async def go() -> Any:
+        async with DockerSandbox(
+            base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            made = await agent.exec(bind, user="root")
+            assert made.return_code == 0, made.stderr
+            return await collect_artifacts(agent, [Artifact("/app/out.json", "out.json")], tmp_path / "out")
+
+    collected = run(go())
+    assert collected.artifacts == ()
+    assert [(item.path, item.reason) for item in collected.skipped] == [
+        ("/app/out.json", "not a file, folder or symbolic link (a socket, which no archive holds)")
+    ]

@@ -564,10 +564,11 @@ def _name(member: tarfile.TarInfo) -> str:
 
 def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[str, tarfile.TarInfo]]:
     """The archive's members as entries relative to the artifact (the first member is the artifact
-    itself, whatever its name); a hard link becomes a file of its target's size."""
+    itself, whatever its name; none when it was a socket, which no archive holds); a hard link
+    becomes a file of its target's size."""
     members = archive.getmembers()
     if not members:
-        raise SandboxError(f"the archive of {source} from the sandbox is empty")
+        return [], {}
     top = _name(members[0])
     if not top or "/" in top or top in (".", ".."):
         raise SandboxError(f"the archive of {source} from the sandbox starts with {top!r}, not the artifact")
@@ -682,6 +683,9 @@ class _Collection:
         try:
             with tarfile.open(fileobj=data, mode="r:") as archive:
                 entries, members = _entries(archive, artifact.source)
+                if not entries:
+                    self.skip(artifact.source, "not a file, folder or symbolic link (a socket, which no archive holds)")
+                    return
                 exclude = artifact.exclude if entries[0].kind == FOLDER else ()
                 plan = plan_copy(entries, exclude, bytes_left=self.bytes_left, files_left=self.files_left)
                 for relative, reason in plan.skipped:
