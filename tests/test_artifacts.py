@@ -26,6 +26,7 @@ from nemo_gym.data.tasks.harbor.artifacts import (
     LINK,
     MAX_ARTIFACT_DEPTH,
     MAX_ARTIFACT_PATH,
+    MAX_LINK_WORK,
     OTHER,
     CollectedArtifact,
     CollectedArtifacts,
@@ -299,6 +300,30 @@ def test_a_link_through_a_link_left_out_is_left_out_too():
     links = {"a": "b/f.txt", "b": "../outside"}
     assert vetted_links(links, {""}, {"f.txt"}) == {}
     assert vetted_links({"a": "b", "b": "f.txt"}, {""}, {"f.txt"}) == {"a": "b", "b": "f.txt"}
+
+
+def test_links_made_to_cost_the_checker_are_left_out_cheaply():
+    # Red team 30: y's 4 KB target walks "." parts around y itself; resolving each link to y took
+    # some 150 ms of the event loop (the pending parts grew by a thousand a hop, each taken from the
+    # front of a list), so 20,000 of them (the file limit) would have frozen the server for an hour.
+    # "../" pairs cost real steps each. A budget of parts per artifact bounds both.
+    spin = "./" * 1020 + "y/" + "./" * 1020
+    climb = "d/../" * 800 + "f.txt"
+    entries = tree(
+        Entry("d", FOLDER),
+        Entry("f.txt", FILE, 1),
+        Entry("ok", LINK, target="f.txt"),
+        Entry("z", LINK, target=climb),
+        *(Entry(f"l{index}", LINK, target="y") for index in range(2000)),  # before y: y is still there
+        Entry("y", LINK, target=spin.rstrip("/")),
+        *(Entry(f"m{index}", LINK, target="z") for index in range(2000)),
+    )
+    plan = plan_copy(entries, **ROOMY)
+    assert plan.keep == ("", "d", "f.txt", "ok", "z")  # checked before the budget was spent
+    reasons = dict(plan.skipped)
+    assert reasons["l0"] == "a symbolic link that leads out of the artifact, or to nothing it holds"  # y loops
+    unchecked = f"a symbolic link left unchecked: the artifact's links took {MAX_LINK_WORK} steps"
+    assert reasons["l1999"] == reasons["y"] == reasons["m0"] == reasons["m1999"] == unchecked
 
 
 def tree(*entries: Entry) -> List[Entry]:

@@ -60,6 +60,7 @@ import stat
 import tarfile
 import tempfile
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
@@ -104,6 +105,11 @@ TAR_ARCHIVE_OVERHEAD = 1 << 20
 MAX_REPORTED = 100
 # Links followed to resolve one link, as Linux's MAXSYMLINKS: a loop ends here.
 MAX_LINK_HOPS = 40
+# Parts of link targets followed while one artifact's links are checked, all of them together. The
+# kernel lets one path take 40 links of 4 KB each, so an agent can make every link cost some 80,000
+# steps of Python on the server's event loop (red team 30: 20,000 such links would have frozen it
+# for an hour); real links take a few parts each. Once spent, the links left are left out.
+MAX_LINK_WORK = 1 << 20
 # How long one exec of the delivery or the tar fallback may take.
 EXEC_TIMEOUT_SEC = 600.0
 # The most one exec's script holds (links to make): far below Linux's 128 KiB for one argument.
@@ -283,18 +289,47 @@ def is_excluded(relative: str, patterns: Sequence[str]) -> bool:
     return any(_matches_itself("/".join(parts[:length]), compiled) for length in range(len(parts) + 1))
 
 
-def resolve_link(link: str, target: str, links: Mapping[str, str], folders: Set[str], files: Set[str]) -> Optional[str]:
+class _Work:
+    """The parts of link targets that one artifact's link checks may still follow."""
+
+    def __init__(self, left: int = MAX_LINK_WORK) -> None:
+        self.left = left
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Spent
+
+
+class _Spent(Exception):
+    """The parts a link check may follow are spent."""
+
+
+def resolve_link(
+    link: str,
+    target: str,
+    links: Mapping[str, str],
+    folders: Set[str],
+    files: Set[str],
+    *,
+    work: Optional[_Work] = None,
+    through: Optional[List[str]] = None,
+) -> Optional[str]:
     """Where the symbolic link ``link`` (a path inside a copy, ``target`` its text) leads, as the
     kernel resolves it, following the copy's own ``links`` (path -> target): a path in ``folders``
     (``""`` is the copy's root) or ``files``. ``None`` when it is absolute, leaves the copy, passes
-    through or ends at anything the copy does not hold, or takes more than ``MAX_LINK_HOPS`` links."""
+    through or ends at anything the copy does not hold, or takes more than ``MAX_LINK_HOPS`` links.
+    Each part followed is spent from ``work`` (``_Spent`` once it is empty); each link followed is
+    added to ``through``."""
     if not target or target.startswith("/"):
         return None
     current = _parts(posixpath.dirname(link))
-    pending = target.split("/")
+    pending = deque(target.split("/"))
     hops = 0
     while pending:
-        part = pending.pop(0)
+        if work is not None:
+            work.spend()
+        part = pending.popleft()
         if part in ("", "."):
             continue
         if part == "..":
@@ -306,9 +341,11 @@ def resolve_link(link: str, target: str, links: Mapping[str, str], folders: Set[
         if path in links:
             hops += 1
             following = links[path]
+            if through is not None:
+                through.append(path)
             if hops > MAX_LINK_HOPS or not following or following.startswith("/"):
                 return None
-            pending = following.split("/") + pending
+            pending.extendleft(reversed(following.split("/")))
         elif path in folders or (path in files and not pending):
             current.append(part)
         else:
@@ -319,13 +356,37 @@ def resolve_link(link: str, target: str, links: Mapping[str, str], folders: Set[
 def vetted_links(links: Mapping[str, str], folders: Set[str], files: Set[str]) -> Dict[str, str]:
     """The ``links`` that lead to something the copy holds once every other link left out is gone
     (dropping one can strand another that passed through it)."""
+    return _vet(links, folders, files)[0]
+
+
+def _vet(links: Mapping[str, str], folders: Set[str], files: Set[str]) -> Tuple[Dict[str, str], Set[str]]:
+    """``vetted_links``, and the links left out unchecked once ``MAX_LINK_WORK`` parts were followed.
+    Each link is checked once, and again only when a link it passed through is dropped."""
     kept = dict(links)
-    while True:
-        stranded = [path for path, target in kept.items() if resolve_link(path, target, kept, folders, files) is None]
-        if not stranded:
-            return kept
-        for path in stranded:
-            del kept[path]
+    unchecked: Set[str] = set()
+    work = _Work()
+    users: Dict[str, Set[str]] = {}  # a link -> the kept links whose resolution passed through it
+    queue = deque(kept)
+    queued = set(kept)
+    while queue:
+        path = queue.popleft()
+        queued.discard(path)
+        through: List[str] = []
+        try:
+            resolved = resolve_link(path, kept[path], kept, folders, files, work=work, through=through)
+        except _Spent:
+            unchecked.add(path)
+            resolved = None
+        if resolved is not None:
+            for link in through:
+                users.setdefault(link, set()).add(path)
+            continue
+        del kept[path]
+        for user in users.pop(path, set()):
+            if user in kept and user not in queued:
+                queue.append(user)
+                queued.add(user)
+    return kept, unchecked
 
 
 @dataclass(frozen=True)
@@ -421,10 +482,12 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
                 used_bytes += entry.size
             else:
                 folders.add(path)
-    vetted = vetted_links(links, folders, files)
+    vetted, unchecked = _vet(links, folders, files)
     capped: Dict[str, str] = {}
     for path, target in links.items():
-        if path not in vetted:
+        if path in unchecked:
+            skipped.append((path, f"a symbolic link left unchecked: the artifact's links took {MAX_LINK_WORK} steps"))
+        elif path not in vetted:
             skipped.append((path, "a symbolic link that leads out of the artifact, or to nothing it holds"))
         elif used_files + len(capped) >= files_left:
             limited += 1
@@ -959,6 +1022,7 @@ __all__ = [
     "MAX_ARTIFACT_DEPTH",
     "MAX_ARTIFACT_FILES",
     "MAX_ARTIFACT_PATH",
+    "MAX_LINK_WORK",
     "Artifact",
     "CollectedArtifact",
     "CollectedArtifacts",
