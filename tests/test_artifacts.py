@@ -724,6 +724,20 @@ def test_a_socket_where_an_artifact_should_be_is_left_out_never_a_sandbox_fault(
     assert reasons == {"/data/out.json": "not a file, folder or symbolic link (a socket, which no archive holds)"}
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_link_loop_among_an_artifacts_parents_is_missing_never_a_sandbox_fault(tmp_path, mode, local):
+    # Red team 30: the agent makes a parent folder of an artifact a link to itself (res -> res). The
+    # path cannot be resolved (ELOOP), which the archive calls read as a fault: masked.
+    data = write_files(tmp_path / "data", {"answer.txt": "42"})
+    os.symlink("res", data / "res")
+    os.symlink("b", data / "a")
+    os.symlink("a", data / "b")
+    artifacts = (Artifact("/data/res/out.json", "out.json"), Artifact("/data/a/x", "x"), Artifact("/data", "data"))
+    collected = collect_locally(tmp_path, mode, artifacts, mounts={"/data": data})
+    assert collected.missing == ("/data/res/out.json", "/data/a/x")
+    assert listing(tmp_path / "collected" / "data") == {"answer.txt": "42"}  # the links lead nowhere it holds
+
+
 def test_collecting_again_replaces_the_copy_and_skips_overlapping_destinations(tmp_path, local):
     folder = tmp_path / "collected"
     write_files(folder, {"app/stale": "from an earlier collection"})

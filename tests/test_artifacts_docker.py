@@ -207,3 +207,21 @@ def test_a_socket_where_an_artifact_should_be_is_left_out_in_a_container(docker_
     assert [(item.path, item.reason) for item in collected.skipped] == [
         ("/app/out.json", "not a file, folder or symbolic link (a socket, which no archive holds)")
     ]
+
+
+def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker_client, tmp_path):
+    # The engine answers 500 "evalSymlinksInScope: too many links" for a path through res -> res,
+    # and /logs/agent -> agent breaks the transcript every separate run collects: both masked.
+    loop = "ln -s res /app/res && mkdir -p /logs && rm -rf /logs/agent && ln -s agent /logs/agent"
+    artifacts = [Artifact("/app/res/out.json", "out.json"), Artifact("/logs/agent/trajectory.json", "t.json")]
+
+    async def go() -> Any:
+        async with DockerSandbox(
+            base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            made = await agent.exec(loop, user="root")
+            assert made.return_code == 0, made.stderr
+            return await collect_artifacts(agent, artifacts, tmp_path / "out")
+
+    collected = run(go())
+    assert collected.missing == ("/app/res/out.json", "/logs/agent/trajectory.json")

@@ -48,6 +48,7 @@ Choices, where Harbor or the contract is silent or differs:
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import functools
 import io
@@ -582,15 +583,18 @@ def _causes(error: BaseException) -> Iterable[BaseException]:
 def source_missing(error: BaseException) -> bool:
     """Whether a failed ``get_archive`` says the path is not there (the local sandbox's
     ``FileNotFoundError``/``NotADirectoryError``; the engine's "Could not find the file" 404 or
-    "not a directory" 500), rather than that the sandbox failed."""
+    "not a directory" 500), or cannot be reached through the agent's links (``ELOOP``; the engine's
+    "too many links" 500: a parent folder linked to itself), rather than that the sandbox failed."""
     for cause in _causes(error):
         if isinstance(cause, (FileNotFoundError, NotADirectoryError)):
+            return True
+        if isinstance(cause, OSError) and cause.errno == errno.ELOOP:
             return True
         status = getattr(cause, "status_code", None)
         explanation = str(getattr(cause, "explanation", "") or "")
         if status == 404 and "Could not find the file" in explanation:
             return True
-        if status == 500 and explanation.endswith("not a directory"):
+        if status == 500 and (explanation.endswith("not a directory") or "too many links" in explanation):
             return True
     return False
 
