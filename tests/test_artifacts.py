@@ -738,6 +738,26 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_never_a_sandbox_fault
     assert listing(tmp_path / "collected" / "data") == {"answer.txt": "42"}  # the links lead nowhere it holds
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_artifact_inside_another_through_the_agents_link_is_delivered_as_the_agent_left_it(tmp_path, mode, local):
+    # Red team 30: the task collects a folder and a file inside it; the agent made the file's parent
+    # a link (sub -> d). Delivery made sub a real folder for the file, then could not make the link
+    # there ("rm -f" of a folder): the sample was masked.
+    published = write_files(tmp_path / "published", {"d/x.txt": "hi"})
+    os.symlink("d", published / "sub")
+    collected = collect_locally(
+        tmp_path, mode, (Artifact("/logs/artifacts/sub/x.txt", "x.txt"),), mounts={"/logs/artifacts": published}
+    )
+    assert [item.artifact.source for item in collected.artifacts] == ["/logs/artifacts", "/logs/artifacts/sub/x.txt"]
+    seen: Dict[str, str] = {}
+
+    async def look(sandbox: LocalSandbox) -> None:
+        seen["shown"] = (await sandbox.exec("readlink sub; cat sub/x.txt d/x.txt", cwd="/logs/artifacts")).stdout
+
+    deliver_locally(tmp_path / "v", mode, collected, after=look)
+    assert seen == {"shown": "d\nhihi"}
+
+
 def test_collecting_again_replaces_the_copy_and_skips_overlapping_destinations(tmp_path, local):
     folder = tmp_path / "collected"
     write_files(folder, {"app/stale": "from an earlier collection"})

@@ -972,7 +972,9 @@ async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, 
         chown = f"chown -hR -- {shlex.quote(str(owner))} {places} || fail 'cannot hand the artifacts to the owner'"
     if isinstance(sandbox, ArchiveSandbox):
         # Links go in by ``ln -s`` after the archives: the local sandbox's archive call takes files
-        # and folders only (it writes on the host, where a link could lead a later write out).
+        # and folders only (it writes on the host, where a link could lead a later write out). A
+        # link's place may hold a folder by then, made for an artifact inside another through the
+        # agent's link (sub -> d, and sub/x.txt): the link replaces it, as the agent had them.
         await _exec(sandbox, delivery_script(items), "readying the artifacts' places")
         made: List[str] = []
         for item in items:
@@ -985,7 +987,7 @@ async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, 
             for relative, target in links:
                 place = shlex.quote(posixpath.join(item.artifact.source, relative))
                 why = shlex.quote(f"cannot link {item.artifact.source}/{relative}")
-                made.append(f"rm -f -- {place} && ln -s -- {shlex.quote(target)} {place} || fail {why}")
+                made.append(f"rm -rf -- {place} && ln -s -- {shlex.quote(target)} {place} || fail {why}")
         for script in _batches([*made, chown] if chown else made):
             await _exec(sandbox, f"{FAIL}\n{script}", "linking and handing over the artifacts")
         return
