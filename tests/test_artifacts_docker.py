@@ -225,3 +225,42 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker
 
     collected = run(go())
     assert collected.missing == ("/app/res/out.json", "/logs/agent/trajectory.json")
+
+
+def test_a_file_the_agent_keeps_rewriting_while_it_is_copied_never_masks(docker_client, tmp_path):
+    # Red team 30: a process the agent leaves cuts a published file to 0 bytes and back while the
+    # engine archives it; the engine's stream ended mid-file and the damaged archive masked the
+    # sample (6 runs in 6). The agent's container is paused while its artifacts are copied.
+    from contextlib import asynccontextmanager
+
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification
+
+    toml = '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "agent:1"\nworkdir = "/app"\n'
+    grade = 'if [ "$(cat /app/out.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": grade}))
+    workspace = write_files(tmp_path / "agent", {"out.txt": "41"})
+    rewrite = (
+        'mkdir -p /logs/artifacts && (setsid perl -e \'open(my $f, ">", "/logs/artifacts/big") or die; '
+        "while (1) { truncate($f, 0); truncate($f, 64 << 20); select(undef, undef, undef, 0.002) }' "
+        ">/dev/null 2>&1 &) && sleep 1"
+    )
+    image = base_image(docker_client)
+
+    @asynccontextmanager
+    async def open_verifier(spec: Any) -> Any:
+        async with DockerSandbox(image, workdir="/app", labels=LABEL, client=docker_client) as verifier:
+            yield verifier
+
+    async def go() -> Any:
+        async with DockerSandbox(
+            image, workspace=workspace, workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
+            made = await agent.exec(rewrite, user="root")
+            assert made.return_code == 0, made.stderr
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    for _ in range(3):
+        outcome = run(asyncio.wait_for(go(), 300))
+        assert (outcome.reward, outcome.masked) == (0.0, False), outcome.detail

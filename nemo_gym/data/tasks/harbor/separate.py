@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import AsyncContextManager, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from nemo_gym.data.tasks.harbor.artifacts import Artifact, collect_artifacts, deliver_artifacts
+from nemo_gym.data.tasks.harbor.artifacts import Artifact, CollectedArtifacts, collect_artifacts, deliver_artifacts
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
 from nemo_gym.data.tasks.harbor.network import verifier_network
@@ -170,7 +170,7 @@ async def _apart(
     with tempfile.TemporaryDirectory(prefix="nemo-gym-artifacts-") as scratch:
         transcript = Artifact(source=TRANSCRIPT, destination="agent/trajectory.json", service="main", exclude=())
         try:
-            collected = await collect_artifacts(agent, (*artifacts, transcript), Path(scratch))
+            collected = await _collect_paused(agent, (*artifacts, transcript), Path(scratch))
         except Exception as error:  # any fault of the sandbox or its provider
             return _mask(
                 plan, "sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}"
@@ -209,6 +209,20 @@ async def _apart(
             raise
         except Exception as error:  # the verifier's sandbox could not start or was lost
             return _mask(plan, "sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
+
+
+async def _collect_paused(agent: Sandbox, artifacts: Sequence[Artifact], folder: Path) -> CollectedArtifacts:
+    """``collect_artifacts`` with the agent's processes paused where its sandbox can pause them
+    (``pause`` and ``unpause``, as the Docker sandbox's): a file the agent keeps rewriting as it is
+    archived ends the engine's stream mid-file, and the damaged archive would mask the sample."""
+    pause, unpause = sandbox_option(agent, "pause", None), sandbox_option(agent, "unpause", None)
+    if pause is None or unpause is None:
+        return await collect_artifacts(agent, artifacts, folder)
+    await pause()
+    try:
+        return await collect_artifacts(agent, artifacts, folder)
+    finally:
+        await unpause()
 
 
 def _mask(plan: VerificationPlan, reason: str, detail: str, stdout: str = "") -> VerificationOutcome:

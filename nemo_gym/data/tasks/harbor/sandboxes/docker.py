@@ -378,6 +378,14 @@ class DockerSandbox:
             return False
         return bool((container.attrs.get("State") or {}).get("Running"))
 
+    async def pause(self) -> None:
+        """Freezes every process of the container (the cgroup freezer): its files can be copied out
+        while nothing of the agent's changes them. ``unpause`` thaws them."""
+        await _in_thread(self._require().pause)
+
+    async def unpause(self) -> None:
+        await _in_thread(self._require().unpause)
+
     async def stop(self) -> None:
         """Stops the sandbox for good (a separate run is done with the agent's once its artifacts
         are out): the container is removed, as ``close`` does."""
