@@ -48,6 +48,7 @@ Choices, where Harbor or the contract is silent or differs:
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fnmatch
 import functools
@@ -64,7 +65,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
@@ -819,6 +820,13 @@ async def collect_artifacts(
     return tally.result()
 
 
+async def _off_the_loop(function: Callable[..., None], *args: Any) -> None:
+    """Runs ``function`` in a worker thread: reading an archive of the agent's and writing its copy
+    can take seconds (hundreds of thousands of entries fit under the transfer limit), and a server's
+    event loop serves every other rollout meanwhile."""
+    await asyncio.get_running_loop().run_in_executor(None, functools.partial(function, *args))
+
+
 def _report_missing(tally: _Collection, artifact: Artifact) -> None:
     if artifact != CONVENTION:
         tally.missing.append(artifact.source)
@@ -838,7 +846,7 @@ async def _collect_by_archive(sandbox: Any, wanted: Sequence[Artifact], limit: i
             else:
                 raise _fault(f"copying {artifact.source} out of the sandbox", error) from error
             continue
-        tally.take(artifact, io.BytesIO(data))
+        await _off_the_loop(tally.take, artifact, io.BytesIO(data))
 
 
 async def _collect_by_tar(sandbox: Sandbox, wanted: Sequence[Artifact], limit: int, tally: _Collection) -> None:
@@ -870,7 +878,7 @@ async def _collect_by_tar(sandbox: Sandbox, wanted: Sequence[Artifact], limit: i
                     except Exception as error:  # any fault of the sandbox or its provider
                         raise _fault(f"copying {artifact.source} out of the sandbox", error) from error
                     with open(local, "rb") as data:
-                        tally.take(artifact, data)
+                        await _off_the_loop(tally.take, artifact, data)
                     local.unlink()
                 else:
                     raise SandboxError(f"archiving {artifact.source} in the sandbox failed ({' '.join(status)})")
