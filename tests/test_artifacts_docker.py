@@ -227,10 +227,40 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker
     assert collected.missing == ("/app/res/out.json", "/logs/agent/trajectory.json")
 
 
-def test_a_file_the_agent_keeps_rewriting_while_it_is_copied_never_masks(docker_client, tmp_path):
-    # Red team 30: a process the agent leaves cuts a published file to 0 bytes and back while the
-    # engine archives it; the engine's stream ended mid-file and the damaged archive masked the
-    # sample (6 runs in 6). The agent's container is paused while its artifacts are copied.
+# What the agent leaves behind in its container before a separate run collects: each once masked a
+# wrong answer (red teams 30 and 31).
+LEFT_BEHIND = {
+    # A process cuts a published file to 0 bytes and back while the engine archives it: the stream
+    # ended mid-file and the damaged archive masked the sample (6 runs in 6).
+    "a file rewritten as it is copied": (
+        'mkdir -p /logs/artifacts && (setsid perl -e \'open(my $f, ">", "/logs/artifacts/big") or die; '
+        "while (1) { truncate($f, 0); truncate($f, 64 << 20); select(undef, undef, undef, 0.002) }' "
+        ">/dev/null 2>&1 &) && sleep 1"
+    ),
+    # A process holds write leases (F_SETLEASE) on its own files, which any user may: the engine's open
+    # of each waits 45 s for the holder (frozen by a pause), past the client's read timeout (60 s).
+    "leases on published files": (
+        "mkdir -p /logs/artifacts && for i in 1 2 3; do echo x > /logs/artifacts/f$i; done && "
+        "chown -R nobody /logs/artifacts && (setsid setpriv --reuid=nobody --regid=nogroup --clear-groups "
+        "perl -e '$SIG{IO} = q(IGNORE); my @held; for (glob q(/logs/artifacts/f*)) { "
+        "open(my $h, q(<), $_) or die; fcntl($h, 1024, 1) or die; push @held, $h } sleep 100000' "
+        ">/dev/null 2>&1 &) && sleep 1 && [ $(grep -c LEASE /proc/locks) = 3 ]"
+    ),
+    # The agent stops its own container (its init passes SIGTERM on and exits): pausing it failed.
+    "the container stopped": "(sleep 1; kill -TERM 1) >/dev/null 2>&1 &",
+}
+
+
+# The agent's last step ends its processes before the copy; a step with more after it only pauses them
+# (the next step runs in the same sandbox), and a lease held by a paused process still stalls the copy:
+# a stated limit (README), not run here (it takes minutes).
+CASES = [(left_behind, True) for left_behind in sorted(LEFT_BEHIND)] + [
+    (left_behind, False) for left_behind in sorted(LEFT_BEHIND) if left_behind != "leases on published files"
+]
+
+
+@pytest.mark.parametrize("left_behind, last_step", CASES)
+def test_what_the_agent_leaves_running_never_masks_a_separate_run(docker_client, tmp_path, left_behind, last_step):
     from contextlib import asynccontextmanager
 
     from nemo_gym.data.tasks.harbor.separate import run_separate_verification
@@ -241,11 +271,6 @@ def test_a_file_the_agent_keeps_rewriting_while_it_is_copied_never_masks(docker_
     grade = 'if [ "$(cat /app/out.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
     task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": grade}))
     workspace = write_files(tmp_path / "agent", {"out.txt": "41"})
-    rewrite = (
-        'mkdir -p /logs/artifacts && (setsid perl -e \'open(my $f, ">", "/logs/artifacts/big") or die; '
-        "while (1) { truncate($f, 0); truncate($f, 64 << 20); select(undef, undef, undef, 0.002) }' "
-        ">/dev/null 2>&1 &) && sleep 1"
-    )
     image = base_image(docker_client)
 
     @asynccontextmanager
@@ -257,10 +282,11 @@ def test_a_file_the_agent_keeps_rewriting_while_it_is_copied_never_masks(docker_
         async with DockerSandbox(
             image, workspace=workspace, workdir="/app", labels=LABEL, client=docker_client
         ) as agent:
-            made = await agent.exec(rewrite, user="root")
+            made = await agent.exec(LEFT_BEHIND[left_behind], user="root")
             assert made.return_code == 0, made.stderr
-            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+            await asyncio.sleep(3)
+            plan = plan_verification(task)
+            return await run_separate_verification(task, plan, agent, open_verifier, stop_agent=last_step)
 
-    for _ in range(3):
-        outcome = run(asyncio.wait_for(go(), 300))
-        assert (outcome.reward, outcome.masked) == (0.0, False), outcome.detail
+    outcome = run(asyncio.wait_for(go(), 300))
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome.detail

@@ -16,7 +16,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import AsyncContextManager, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import AsyncContextManager, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor.artifacts import Artifact, CollectedArtifacts, collect_artifacts, deliver_artifacts
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
@@ -170,7 +170,7 @@ async def _apart(
     with tempfile.TemporaryDirectory(prefix="nemo-gym-artifacts-") as scratch:
         transcript = Artifact(source=TRANSCRIPT, destination="agent/trajectory.json", service="main", exclude=())
         try:
-            collected = await _collect_paused(agent, (*artifacts, transcript), Path(scratch))
+            collected = await _collect_quietly(agent, (*artifacts, transcript), Path(scratch), stop_agent)
         except Exception as error:  # any fault of the sandbox or its provider
             return _mask(
                 plan, "sandbox_error", f"the artifacts could not be copied out of the agent's sandbox: {error}"
@@ -180,7 +180,8 @@ async def _apart(
                 LOGGER.warning("artifact %s was not in the agent's sandbox", missing)
         spec = replace(spec, landing=tuple(sorted({(item.artifact.source, item.kind) for item in collected.artifacts})))
         # Asked for before the agent's sandbox stops: an opener that refuses the spec (a network it
-        # cannot enforce) raises here, with the agent's sandbox still there to verify another way.
+        # cannot enforce) raises here, with the agent's sandbox still there (its files; its processes
+        # ended when this is its last step) to verify another way.
         opening = open_verifier(spec)
         stop = sandbox_option(agent, "stop", None) if stop_agent else None
         if stop is not None:
@@ -211,18 +212,36 @@ async def _apart(
             return _mask(plan, "sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
 
 
-async def _collect_paused(agent: Sandbox, artifacts: Sequence[Artifact], folder: Path) -> CollectedArtifacts:
-    """``collect_artifacts`` with the agent's processes paused where its sandbox can pause them
-    (``pause`` and ``unpause``, as the Docker sandbox's): a file the agent keeps rewriting as it is
-    archived ends the engine's stream mid-file, and the damaged archive would mask the sample."""
-    pause, unpause = sandbox_option(agent, "pause", None), sandbox_option(agent, "unpause", None)
-    if pause is None or unpause is None:
+async def _collect_quietly(
+    agent: Sandbox, artifacts: Sequence[Artifact], folder: Path, done_with_agent: bool
+) -> CollectedArtifacts:
+    """``collect_artifacts`` with nothing of the agent's running, where its sandbox allows: a file the
+    agent keeps rewriting as it is archived ends the engine's stream mid-file, and a lease it holds on
+    one makes the engine's open of it wait until the client gives up; either masked the sample. When
+    the agent's sandbox is done with, its processes are killed (``halt``); else they are frozen
+    (``pause``, then ``unpause``), and a lease still stalls the copy. A sandbox that can do neither
+    (the agent stopped it: nothing runs) is copied as it is."""
+    halt = sandbox_option(agent, "halt", None)
+    if done_with_agent and halt is not None:
+        await _best_effort(halt, "stopping the agent's processes")
         return await collect_artifacts(agent, artifacts, folder)
-    await pause()
+    pause, unpause = sandbox_option(agent, "pause", None), sandbox_option(agent, "unpause", None)
+    if pause is None or unpause is None or not await _best_effort(pause, "pausing the agent's sandbox"):
+        return await collect_artifacts(agent, artifacts, folder)
     try:
         return await collect_artifacts(agent, artifacts, folder)
     finally:
-        await unpause()
+        await _best_effort(unpause, "unpausing the agent's sandbox")
+
+
+async def _best_effort(call: Callable[[], Awaitable[None]], what: str) -> bool:
+    """Whether ``call`` succeeded; its failure is logged (the copy goes on without it)."""
+    try:
+        await call()
+    except Exception as error:  # a sandbox that stopped, or cannot do this
+        LOGGER.warning("%s failed: %s", what, error)
+        return False
+    return True
 
 
 def _mask(plan: VerificationPlan, reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
