@@ -190,19 +190,24 @@ def test_folders_nested_past_what_a_copy_can_make_cut_the_artifact_short(docker_
     assert seen["shown"] == '{"answer": 42}' + f"{MAX_ARTIFACT_DEPTH}\n"  # deep, then deep/a to 128 parts
 
 
-def test_a_socket_where_an_artifact_should_be_is_left_out_in_a_container(docker_client, tmp_path):
-    # The engine's archive of a socket holds nothing, which read as a damaged transfer: masked.
-    bind = "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => \"/app/out.json\", Listen => 1) or die'"
+def collect_after(docker_client: Any, setup: str, artifacts: Any, folder: Any) -> Any:
+    """``artifacts`` collected into ``folder`` from a container where root ran ``setup`` (the agent's doing)."""
 
     async def go() -> Any:
         async with DockerSandbox(
             base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
         ) as agent:
-            made = await agent.exec(bind, user="root")
+            made = await agent.exec(setup, user="root")
             assert made.return_code == 0, made.stderr
-            return await collect_artifacts(agent, [Artifact("/app/out.json", "out.json")], tmp_path / "out")
+            return await collect_artifacts(agent, artifacts, folder)
 
-    collected = run(go())
+    return run(go())
+
+
+def test_a_socket_where_an_artifact_should_be_is_left_out_in_a_container(docker_client, tmp_path):
+    # The engine's archive of a socket holds nothing, which read as a damaged transfer: masked.
+    bind = "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => \"/app/out.json\", Listen => 1) or die'"
+    collected = collect_after(docker_client, bind, [Artifact("/app/out.json", "out.json")], tmp_path / "out")
     assert collected.artifacts == ()
     assert [(item.path, item.reason) for item in collected.skipped] == [
         ("/app/out.json", "not a file, folder or symbolic link (a socket, which no archive holds)")
@@ -215,15 +220,7 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker
     loop = "ln -s res /app/res && mkdir -p /logs && rm -rf /logs/agent && ln -s agent /logs/agent"
     artifacts = [Artifact("/app/res/out.json", "out.json"), Artifact("/logs/agent/trajectory.json", "t.json")]
 
-    async def go() -> Any:
-        async with DockerSandbox(
-            base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
-        ) as agent:
-            made = await agent.exec(loop, user="root")
-            assert made.return_code == 0, made.stderr
-            return await collect_artifacts(agent, artifacts, tmp_path / "out")
-
-    collected = run(go())
+    collected = collect_after(docker_client, loop, artifacts, tmp_path / "out")
     assert collected.missing == ("/app/res/out.json", "/logs/agent/trajectory.json")
 
 
