@@ -34,6 +34,7 @@ from nemo_gym.data.tasks.harbor.artifacts import (
     claim_refusal,
     collect_artifacts,
     collection_set,
+    complete_members,
     covers,
     deliver_artifacts,
     delivery_order,
@@ -47,7 +48,7 @@ from nemo_gym.data.tasks.harbor.artifacts import (
     vetted_links,
 )
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
-from nemo_gym.data.tasks.harbor.sandboxes.base import ArchiveSandbox, ExecResult, SandboxError
+from nemo_gym.data.tasks.harbor.sandboxes.base import ArchiveSandbox, CopyStalled, ExecResult, SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import Artifact, TaskError, load_task
 
@@ -441,6 +442,83 @@ def test_a_missing_source_is_told_from_a_lost_sandbox():
     assert not source_missing(wrapped(DockerLost()))
     assert not source_missing(SandboxError("the container is not running"))
     assert not source_missing(wrapped(PermissionError(13, "Permission denied")))
+
+
+def stream_of(files: Dict[str, bytes]) -> bytes:
+    """A tar of the folder ``out`` holding ``files``, a long name among them (a GNU/PAX extra header)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        folder = tarfile.TarInfo("out")
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+        for name, data in files.items():
+            member = tarfile.TarInfo(f"out/{name}")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+STALLED_FILES = {"a.txt": b"x" * 700, "empty": b"", "b" * 150: b"y" * 10, "c.txt": b"z" * 2000}
+
+
+@given(st.integers(min_value=0, max_value=len(stream_of(STALLED_FILES))))
+def test_a_stream_cut_anywhere_keeps_exactly_the_members_that_came_whole(cut):
+    whole = stream_of(STALLED_FILES)
+    with tarfile.open(fileobj=io.BytesIO(whole)) as archive:
+        ends = []  # (name, where its data ends) in stream order
+        for member in archive:
+            ends.append((member.name, member.offset_data + member.size))
+    kept = complete_members(whole[:cut])
+    names = []
+    if kept:
+        with tarfile.open(fileobj=io.BytesIO(kept)) as archive:
+            for member in archive:
+                names.append(member.name)
+                if member.isreg():
+                    extracted = archive.extractfile(member)
+                    assert extracted is not None
+                    assert extracted.read() == STALLED_FILES[member.name[len("out/") :]]
+    # A member is kept when its data came whole, with the padding to its last block.
+    assert names == [name for name, end in ends if -(-end // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE <= cut]
+
+
+class StallingSandbox:
+    """An archive sandbox whose copy of ``/logs/artifacts`` stalls after ``partial``."""
+
+    def __init__(self, partial: bytes) -> None:
+        self.partial = partial
+
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        raise AssertionError("not used")
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        if path == "/logs/artifacts":
+            raise CopyStalled("the copy of /logs/artifacts stalled: nothing came for 60 s", self.partial)
+        raise SandboxError(f"download of {path} failed: Could not find the file") from FileNotFoundError(2, path)
+
+
+def test_a_stalled_copy_is_cut_short_only_while_the_agents_processes_are_frozen(tmp_path):
+    whole = stream_of(STALLED_FILES)
+    cut = whole.index(b"z" * 100)  # inside c.txt's data
+    sandbox = StallingSandbox(whole[:cut])
+    assert isinstance(sandbox, ArchiveSandbox)
+    # Nothing of the agent's could hold the copy up (its processes are gone, or never paused): a fault.
+    with pytest.raises(CopyStalled):
+        run(collect_artifacts(sandbox, (), tmp_path / "out"))
+    collected = run(collect_artifacts(sandbox, (), tmp_path / "out", frozen=True))
+    [item] = collected.artifacts
+    assert item.truncated and (item.files, item.bytes) == (4, 710)  # the folder, three files
+    assert sorted(os.listdir(item.path)) == sorted(["a.txt", "empty", "b" * 150])
+    assert [(skip.path, skip.reason) for skip in collected.skipped] == [
+        (
+            "/logs/artifacts",
+            "the copy of /logs/artifacts stalled: nothing came for 60 s"
+            " (a paused process of the agent's holds a lease on a file in it?)",
+        )
+    ]
+    # A stall before anything came whole leaves the artifact out, reported.
+    nothing = run(collect_artifacts(StallingSandbox(whole[:300]), (), tmp_path / "none", frozen=True))
+    assert nothing.artifacts == () and [skip.path for skip in nothing.skipped] == ["/logs/artifacts"]
 
 
 def collected_at(folder: Path, *items: tuple) -> CollectedArtifacts:

@@ -69,10 +69,12 @@ from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, P
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
+    CopyStalled,
     LinkEscape,
     Sandbox,
     SandboxError,
     User,
+    causes,
     sandbox_option,
 )
 from nemo_gym.data.tasks.harbor.task import (
@@ -572,21 +574,12 @@ def collect_script(sources: Sequence[str], tmp_dir: str, limit: int) -> str:
 # --- sandbox faults ------------------------------------------------------------------------------
 
 
-def _causes(error: BaseException) -> Iterable[BaseException]:
-    seen: Set[int] = set()
-    current: Optional[BaseException] = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def source_missing(error: BaseException) -> bool:
     """Whether a failed ``get_archive`` says the path is not there (the local sandbox's
     ``FileNotFoundError``/``NotADirectoryError``; the engine's "Could not find the file" 404 or
     "not a directory" 500), or cannot be reached through the agent's links (``ELOOP``; the engine's
     "too many links" 500: a parent folder linked to itself), rather than that the sandbox failed."""
-    for cause in _causes(error):
+    for cause in causes(error):
         if isinstance(cause, (FileNotFoundError, NotADirectoryError)):
             return True
         if isinstance(cause, OSError) and cause.errno == errno.ELOOP:
@@ -628,6 +621,20 @@ def _name(member: tarfile.TarInfo) -> str:
     """A member's name. Python 3.8 keeps the trailing "/" of a folder's GNU long name (GNU tar writes
     one for a path past 100 bytes); later versions drop it."""
     return member.name.rstrip("/") if member.isdir() else member.name
+
+
+def complete_members(data: bytes) -> bytes:
+    """The members at the start of a tar stream cut short that came whole, as a tar of their own
+    (``b""`` when none did): a member whose header or data the cut reached is left out."""
+    end = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            # tarfile's offset is where the next header starts: the member read last ends before it.
+            while archive.next() is not None and archive.offset <= len(data):
+                end = archive.offset
+    except tarfile.TarError:
+        pass  # the cut, in a header or in a member's data
+    return data[:end] + bytes(2 * tarfile.BLOCKSIZE) if end else b""
 
 
 def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[str, tarfile.TarInfo]]:
@@ -746,8 +753,9 @@ class _Collection:
         else:
             self.more_skipped += 1
 
-    def take(self, artifact: Artifact, data: IO[bytes]) -> None:
-        """Copies the archive ``data`` of ``artifact`` to its host copy, as ``plan_copy`` says."""
+    def take(self, artifact: Artifact, data: IO[bytes], cut: bool = False) -> None:
+        """Copies the archive ``data`` of ``artifact`` to its host copy, as ``plan_copy`` says;
+        ``cut``: the archive holds only part of the artifact (its copy stalled)."""
         try:
             with tarfile.open(fileobj=data, mode="r:") as archive:
                 entries, members = _entries(archive, artifact.source)
@@ -769,7 +777,9 @@ class _Collection:
         self.bytes_left -= plan.bytes
         self.files_left -= plan.files
         kind = FOLDER if entries[0].kind == FOLDER else FILE
-        self.collected.append(CollectedArtifact(artifact, target, kind, plan.files, plan.bytes, plan.limited > 0))
+        self.collected.append(
+            CollectedArtifact(artifact, target, kind, plan.files, plan.bytes, cut or plan.limited > 0)
+        )
 
     def result(self) -> CollectedArtifacts:
         return CollectedArtifacts(
@@ -789,6 +799,7 @@ async def collect_artifacts(
     *,
     limit_bytes: int = MAX_ARTIFACT_BYTES,
     limit_files: int = MAX_ARTIFACT_FILES,
+    frozen: bool = False,
 ) -> CollectedArtifacts:
     """Copies ``/logs/artifacts`` and ``artifacts`` (``collection_set``) out of ``sandbox`` into
     ``folder/<destination>`` (an existing copy there is replaced), within ``limit_bytes`` and
@@ -796,7 +807,10 @@ async def collect_artifacts(
 
     A missing source is reported in ``missing``; what is left out, and why, in ``skipped``. A fault
     of the sandbox raises ``SandboxError`` (mask the sample); an artifact that cannot be collected
-    at all (a sidecar's, a bad path) raises ``ValueError``.
+    at all (a sidecar's, a bad path) raises ``ValueError``. ``frozen`` says the agent's processes
+    are paused, not gone, meanwhile: an archive call that stalls (``CopyStalled``) then waits on one
+    of them (the engine's open of a file it holds a lease on waits for it), the agent's doing, so
+    the artifact keeps what came whole before the stall and is reported cut short.
     """
     if limit_bytes < 0 or limit_files < 0:
         raise ValueError("the limits of a collection are numbers >= 0")
@@ -814,7 +828,7 @@ async def collect_artifacts(
             tally.skip(artifact.source, refusal)
     limit = transfer_limit(limit_bytes, limit_files)
     if isinstance(sandbox, ArchiveSandbox):
-        await _collect_by_archive(sandbox, wanted, limit, tally)
+        await _collect_by_archive(sandbox, wanted, limit, tally, frozen)
     else:
         await _collect_by_tar(sandbox, wanted, limit, tally)
     return tally.result()
@@ -832,10 +846,20 @@ def _report_missing(tally: _Collection, artifact: Artifact) -> None:
         tally.missing.append(artifact.source)
 
 
-async def _collect_by_archive(sandbox: Any, wanted: Sequence[Artifact], limit: int, tally: _Collection) -> None:
+async def _collect_by_archive(
+    sandbox: Any, wanted: Sequence[Artifact], limit: int, tally: _Collection, frozen: bool
+) -> None:
     for artifact in wanted:
         try:
             data = await sandbox.get_archive(artifact.source, limit=limit)
+        except CopyStalled as stall:
+            if not frozen:  # nothing of the agent's runs (or it runs freely): the sandbox failed
+                raise
+            tally.skip(artifact.source, f"{stall} (a paused process of the agent's holds a lease on a file in it?)")
+            whole = complete_members(stall.partial)
+            if whole:
+                await _off_the_loop(tally.take, artifact, io.BytesIO(whole), True)
+            continue
         except Exception as error:  # any fault of the sandbox or its provider, or no such path
             if str(error).endswith(f" is larger than {limit} bytes"):
                 tally.skip(artifact.source, f"its archive is larger than {limit} bytes (exclusions apply after it)")

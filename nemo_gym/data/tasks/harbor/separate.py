@@ -219,8 +219,9 @@ async def _collect_quietly(
     agent keeps rewriting as it is archived ends the engine's stream mid-file, and a lease it holds on
     one makes the engine's open of it wait until the client gives up; either masked the sample. When
     the agent's sandbox is done with, its processes are killed (``halt``); else they are frozen
-    (``pause``, then ``unpause``), and a lease still stalls the copy. A sandbox that can do neither
-    (the agent stopped it: nothing runs) is copied as it is."""
+    (``pause``, then ``unpause``), and a lease still stalls the copy: the artifact is then cut short
+    where it stalled (``frozen``). A sandbox that can do neither (the agent stopped it: nothing runs)
+    is copied as it is."""
     halt = sandbox_option(agent, "halt", None)
     if done_with_agent and halt is not None:
         await _best_effort(halt, "stopping the agent's processes")
@@ -229,7 +230,7 @@ async def _collect_quietly(
     if pause is None or unpause is None or not await _best_effort(pause, "pausing the agent's sandbox"):
         return await collect_artifacts(agent, artifacts, folder)
     try:
-        return await collect_artifacts(agent, artifacts, folder)
+        return await collect_artifacts(agent, artifacts, folder, frozen=True)
     finally:
         await _best_effort(unpause, "unpausing the agent's sandbox")
 

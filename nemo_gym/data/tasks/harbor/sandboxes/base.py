@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
 
 User = Union[str, int]
 
@@ -32,6 +32,15 @@ class SandboxError(RuntimeError):
 
 class ExecTimeout(SandboxError):
     """A command outlived the time the host gave it."""
+
+
+class CopyStalled(SandboxError):
+    """A copy out of the sandbox that stopped moving until the client gave up; ``partial`` holds the
+    bytes that came before it. Whose doing that is depends on what ran in the sandbox meanwhile."""
+
+    def __init__(self, message: str, partial: bytes = b"") -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class LinkEscape(SandboxError):
@@ -132,6 +141,17 @@ class ArchiveSandbox(Protocol):
         ...
 
 
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and each error it was raised from or while handling, once each: a client library's
+    error often wraps the one that tells what happened (a socket's timeout, an engine's 404)."""
+    seen: Set[int] = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
     return getattr(sandbox, name, default)
@@ -141,6 +161,7 @@ __all__ = [
     "CLEAN_SHELL_OPTIONS",
     "MAX_EXEC_OUTPUT_BYTES",
     "ArchiveSandbox",
+    "CopyStalled",
     "ExecResult",
     "ExecTimeout",
     "LinkEscape",
@@ -149,5 +170,6 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "User",
+    "causes",
     "sandbox_option",
 ]

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
+    CopyStalled,
     ExecResult,
     ExecTimeout,
     PipedResult,
     SandboxError,
     User,
+    causes,
 )
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
@@ -548,17 +550,28 @@ class DockerSandbox:
             raise SandboxError(f"upload into {folder} failed: {error}") from error
 
     async def get_archive(self, path: str, *, limit: int) -> bytes:
-        """A tar of ``path`` through the engine, read up to ``limit`` bytes."""
+        """A tar of ``path`` through the engine, read up to ``limit`` bytes; ``CopyStalled``, with
+        what came, when nothing more came within the client's timeout (the engine waits on an open
+        of a file a process of the container holds a lease on)."""
         container = self._require()
 
         def read() -> bytes:
-            stream, _ = container.get_archive(path, chunk_size=1 << 16)
-            chunks, size = [], 0
-            for chunk in stream:
-                size += len(chunk)
-                if size > limit:
-                    raise SandboxError(f"{path} is larger than {limit} bytes")
-                chunks.append(chunk)
+            chunks: List[bytes] = []
+            size = 0
+            try:
+                stream, _ = container.get_archive(path, chunk_size=1 << 16)
+                for chunk in stream:
+                    size += len(chunk)
+                    if size > limit:
+                        raise SandboxError(f"{path} is larger than {limit} bytes")
+                    chunks.append(chunk)
+            except Exception as error:
+                if any(isinstance(cause, socket.timeout) for cause in causes(error)):
+                    waited = getattr(getattr(container.client, "api", None), "timeout", None)
+                    raise CopyStalled(
+                        f"the copy of {path} stalled: nothing came for {waited} s", b"".join(chunks)
+                    ) from error
+                raise
             return b"".join(chunks)
 
         try:
