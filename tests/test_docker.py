@@ -155,6 +155,21 @@ def test_without_tar_the_files_go_through_the_engines_archive_calls(docker_clien
     assert (outcome.reward, calls) == (1.0, ["exec_piped", "put_archive", "get_archive"]), (outcome, calls)
 
 
+def test_a_piped_command_that_reads_no_stdin_leaves_no_writer_behind(docker_client):
+    # Grading that fails before its tar reads stdin (a full disk) left the thread writing 600 KB of
+    # staged files blocked until a 5 s join gave up on it: 5 s a masked sample, the thread left over.
+    import threading
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import FEEDER_THREAD
+
+    async def run() -> Any:
+        async with DockerSandbox(base_image(docker_client), labels=LABEL, client=docker_client) as sandbox:
+            result = await sandbox.exec_piped("exit 3", b"x" * 4_000_000, stdout_limit=1 << 20)
+            return result.return_code, [thread for thread in threading.enumerate() if thread.name == FEEDER_THREAD]
+
+    assert asyncio.run(run()) == (3, [])
+
+
 def _shell_task(tmp_path: Path, script: str) -> Path:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)

@@ -69,6 +69,7 @@ _KEEP_ALIVE_COMMAND = ["sh", "-c", "sleep infinity"]
 NO_NETWORK = ("none", "no-network")  # Docker's name, and Harbor's
 DEFAULT_NETWORK = ("public",)
 _SECOND_NS = 1_000_000_000
+FEEDER_THREAD = "nemo-gym-exec-stdin"  # the thread that writes a piped exec's stdin
 
 
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -456,7 +457,7 @@ class DockerSandbox:
             exec_id = self._exec_create(argv, cwd, env, user, stdin=True)
             connection = api.exec_start(exec_id, socket=True)
             raw = getattr(connection, "_sock", connection)  # the SDK wraps the socket for reading
-            feeder = threading.Thread(target=_feed, args=(raw, stdin), daemon=True)
+            feeder = threading.Thread(target=_feed, args=(raw, stdin), name=FEEDER_THREAD, daemon=True)
             feeder.start()
             stdout, stderr = bytearray(), b""
             try:
@@ -468,6 +469,12 @@ class DockerSandbox:
                     else:
                         stderr = (stderr + data)[-MAX_EXEC_OUTPUT_BYTES:]
             finally:
+                # A command that ended without reading its stdin leaves the feeder blocked in a
+                # write that closing the connection does not wake; shutting the socket down does.
+                try:
+                    raw.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 connection.close()
                 feeder.join(timeout=5)
             code = 0 if exit_marker and stdout.endswith(exit_marker) else self._exit_code(exec_id)
