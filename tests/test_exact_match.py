@@ -19,6 +19,17 @@ CASES = [
     ("-5", "5", {"ignore_punctuation": True}, False),  # numbers keep their sign
     ("3.14", "314", {"ignore_punctuation": True}, False),  # and their decimal point
     ("3.14.", "3.14", {"ignore_punctuation": True}, True),
+    # A sign a few marks or spaces before its number stays, and so does a leading point (red team 32:
+    # each of these matched, so an expected "-$5" took the answer "$5").
+    ("- 5", "5", {"ignore_punctuation": True}, False),
+    ("-\u00a05", "5", {"ignore_punctuation": True}, False),
+    ("$5", "-$5", {"ignore_punctuation": True}, False),
+    ("-(5)", "5", {"ignore_punctuation": True}, False),
+    ("-(5)", "-5", {"ignore_punctuation": True}, True),
+    (".5", "5", {"ignore_punctuation": True}, False),
+    ("-.5", ".5", {"ignore_punctuation": True}, False),
+    ("well-known", "wellknown", {"ignore_punctuation": True}, True),
+    ("The answer is 5.", "The answer is 5", {"ignore_punctuation": True}, True),
     ("e.g. this", "eg this", {"ignore_punctuation": True}, True),
     ("new  york", "new york", {}, False),
     ("new  york", "new york", {"collapse_whitespace": True}, True),
@@ -81,3 +92,14 @@ def test_a_visible_string_matches_itself_and_not_a_longer_one(text):
 @given(st.text(), st.text())
 def test_never_raises(actual, expected):
     exact_match(actual, expected, ignore_case=True, ignore_punctuation=True, remove_articles=True)
+
+
+@given(
+    st.sampled_from(["-", "+"]),
+    st.text(alphabet=" $\u20ac(\u00a0[", max_size=3),
+    st.from_regex(r"\A[0-9]{1,6}(\.[0-9]{1,3})?\Z"),
+)
+def test_a_sign_before_a_number_survives_ignore_punctuation(sign, between, number):
+    # Whatever marks and spaces stand between them, a signed number never matches the unsigned one.
+    assert not exact_match(sign + between + number, between + number, ignore_punctuation=True)
+    assert not exact_match(between + number, sign + between + number, ignore_punctuation=True)

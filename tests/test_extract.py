@@ -128,6 +128,15 @@ def test_bad_tag_raises(tag):
         extract_tag("x", tag)
 
 
+def test_runs_of_emphasis_marks_cost_linear_time():
+    # Red team 32: 40 KB of "*" took 20 s (each mark began a scan to the run's end); a megabyte, hours.
+    start = time.perf_counter()
+    for text in ("*" * 1_000_000, "*_" * 500_000, ("*" * 7 + "x") * 125_000):
+        assert extract_answer(text) is None
+    assert extract_answer("*" * 1_000_000 + "**Answer:** 42") == "42"
+    assert time.perf_counter() - start < 5.0
+
+
 def test_deeply_nested_boxes_cost_linear_time():
     start = time.perf_counter()
     assert extract_boxed("\\boxed{" * 100_000 + "5" + "}" * 100_000) == "5"

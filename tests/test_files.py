@@ -144,3 +144,34 @@ def test_a_huge_sparse_file_costs_no_memory(workspace):
         [sys.executable, "-c", script, str(workspace)], stdout=subprocess.PIPE, check=True, timeout=60
     )
     assert int(result.stdout) < 200 * 1024, f"peak memory {int(result.stdout)} KiB"
+
+
+@pytest.mark.parametrize("links, readable", [(1, True), (40, True), (41, False), (1200, False)])
+def test_a_chain_of_links_reads_as_far_as_the_kernel_follows_one(tmp_path, links, readable):
+    # Red team 32: a chain of a thousand links made os.path.realpath (recursive before 3.13) raise
+    # RecursionError out of every helper; 3.13 read it. Now every version stops where Linux does.
+    (tmp_path / "real.txt").write_text("42\n")
+    previous = "real.txt"
+    for index in range(links - 1):
+        os.symlink(previous, tmp_path / f"link{index}")
+        previous = f"link{index}"
+    os.symlink(previous, tmp_path / "answer.txt")
+    assert read_text(tmp_path, "answer.txt") == ("42" if readable else None)
+    assert file_exists(tmp_path, "answer.txt") is readable
+    assert text_file_equals(tmp_path, "answer.txt", "42") is readable
+    if readable:  # what the kernel says
+        assert (tmp_path / "answer.txt").read_text() == "42\n"
+    else:
+        with pytest.raises(OSError):
+            (tmp_path / "answer.txt").read_text()
+
+
+def test_links_through_folders_resolve_as_the_kernel_resolves_them(tmp_path):
+    # A link inside a linked folder, relative to where it lies, and ".." after a link: the folder it leads to.
+    (tmp_path / "data" / "deep").mkdir(parents=True)
+    (tmp_path / "data" / "answer.txt").write_text("7")
+    os.symlink("data/deep", tmp_path / "d")
+    os.symlink("../answer.txt", tmp_path / "data" / "deep" / "up")
+    assert read_text(tmp_path, "d/up") == "7"
+    os.symlink("/etc", tmp_path / "out")
+    assert read_text(tmp_path, "out/hostname") is None

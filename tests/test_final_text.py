@@ -48,6 +48,10 @@ CASES = [
     ),
     ("phase-without-final", [message(text("1"), phase="commentary")], ""),
     ("phase-on-some", [message(text("1"), phase="final_answer"), message(text("2"))], "1"),
+    # A serializer that writes every optional field gives "phase": null: no phase (red team 32: read as
+    # one, every such response gave "").
+    ("phase-null-is-no-phase", [message(text("1"), phase=None), message(text("2"), phase=None)], "2"),
+    ("phase-null-beside-final", [message(text("1"), phase="final_answer"), message(text("2"), phase=None)], "1"),
     ("empty-output", [], ""),
     ("non-text-part", [message({"type": "output_audio", "data": "..."})], ""),
     ("text-not-str", [message({"type": "output_text", "text": 42})], ""),

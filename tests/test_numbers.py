@@ -58,6 +58,9 @@ PARSED = [
     (0.1, Fraction(1, 10)),
     (Decimal("0.25"), Fraction(1, 4)),
     (Fraction(2, 3), Fraction(2, 3)),
+    ("1e0001", Fraction(10)),  # an exponent's leading zeros
+    ("25e-0002", Fraction(1, 4)),
+    ("1" * 4300 + "½", int("1" * 4300) + Fraction(1, 2)),
 ]
 
 NOT_NUMBERS = [
@@ -65,6 +68,8 @@ NOT_NUMBERS = [
     "1_000", "0,123", "12,34", "--5", "- 5", "+-5", "-$-5", "5..", "", " ", "$", "1/0", "\\frac{1}{0}",
     "\\boxed{1}+\\boxed{2}", "1e", "e5", "1.2.3", True, False, None, [1], float("nan"), float("inf"),
     Decimal("NaN"), Decimal("sNaN"), Decimal("-Infinity"), Decimal("1e999999999"), "1e999999999", "1e-999999999", "5 × 10^{999999999}", "1" * 5000,
+    # Red team 32: each raised ValueError (int() of more than 4300 digits) where the text is no number.
+    "1e" + "0" * 4999 + "1", "1 \\times 10^{" + "0" * 4999 + "1}", "\\frac{1e" + "0" * 4999 + "1}{2}", "1" * 5000 + "½",
 ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -19,6 +20,7 @@ from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, PipedResult, SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
+from nemo_gym.data.tasks.harbor.testing import run_verify
 from nemo_gym.data.tasks.harbor.verification import (
     PYTHON,
     TEST_SH,
@@ -67,6 +69,23 @@ def test_wrong_answers_score_zero(tmp_path):
     wrong = {"output": [{"type": "message", "role": "assistant", "content": "Answer: 4.21"}]}
     assert verify_locally(EXAMPLES / "numeric-response", response=wrong).reward == 0.0
     assert verify_locally(EXAMPLES / "bash-test", tmp_path).reward == 0.0
+
+
+def test_a_response_holding_nan_or_infinities_is_graded_never_masked():
+    # Red team 32: a token's logprob of -Infinity on the wire is -inf once the server parsed it;
+    # staging refused the response, which masked the sample. Graded as any other, the numbers intact.
+    right = {
+        "output": [{"type": "message", "role": "assistant", "content": "Answer: 4.20"}],
+        "logprobs": [float("-inf"), float("nan"), float("inf")],
+    }
+    outcome = verify_locally(EXAMPLES / "numeric-response", response=right)
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+    seen = run_verify(
+        lambda response: {"reward": 1.0, "infinite": float(sum(map(math.isinf, response["logprobs"])))},
+        workspace=EXAMPLES / "numeric-response" / "workspace",
+        response=right,
+    )
+    assert seen.metrics == {"infinite": 2.0}
 
 
 def test_numeric_response_without_a_response_is_a_missing_reward():

@@ -103,13 +103,18 @@ def _unwrap(text: str) -> Optional[str]:
 
 
 def _exact(mantissa: str, exponent: Optional[str]) -> Optional[Fraction]:
-    if sum(char.isdigit() for char in mantissa) > MAX_DIGITS:
+    if sum(char.isdigit() for char in mantissa) + len(exponent or "") > MAX_DIGITS:
         return None
     from fractions import Fraction
 
     value = Fraction(mantissa.replace(",", ""))
     if exponent is not None:
-        power = int(exponent)
+        # Its digits are measured before int() reads them: a longer one is past the cap anyway, and
+        # int() of more than MAX_DIGITS of them raises (3.11+, and security releases before).
+        digits = exponent.lstrip("+-").lstrip("0")
+        if len(digits) > len(str(EXPONENT_CAP)):
+            return None
+        power = -int(digits or "0") if exponent.startswith("-") else int(digits or "0")
         if abs(power) > EXPONENT_CAP:
             return None
         value *= Fraction(10) ** power
@@ -147,6 +152,8 @@ def _body(text: str) -> Optional[Fraction]:
     if match:
         from fractions import Fraction
 
+        if len(match.group(1) or "") > MAX_DIGITS:
+            return None  # as _exact: int() of that many digits raises
         return int(match.group(1) or 0) + Fraction(*_VULGAR[match.group(2)])
     match = _PATTERNS.slash.fullmatch(text)
     if match:

@@ -34,7 +34,8 @@ def final_text(response: Any) -> str:
     """The text of the response's final assistant message, ``""`` when there is none.
 
     The message is the last ``message`` item of ``response["output"]`` whose role is ``assistant``
-    (or absent); when any such message carries a ``phase``, only ``phase == "final_answer"`` counts.
+    (or absent); when any such message carries a ``phase``, only ``phase == "final_answer"`` counts
+    (``"phase": null``, as a serializer that writes every optional field gives it, is no phase).
     Its ``output_text`` parts are joined with ``""`` (a plain-string ``content`` is taken as is).
     Refusals, reasoning and tool items never count, and an earlier message is never a fall-back:
     a final message without text gives ``""``. Never raises on odd shapes; never strips.
@@ -45,6 +46,6 @@ def final_text(response: Any) -> str:
     if not isinstance(output, (list, tuple)):
         return ""
     messages = [item for item in output if _is_assistant_message(item)]
-    if any("phase" in message for message in messages):
+    if any(message.get("phase") is not None for message in messages):
         messages = [message for message in messages if message.get("phase") == "final_answer"]
     return _message_text(messages[-1]) if messages else ""

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 # An answer file is small; anything past this is the agent's attempt to exhaust the verifier.
 MAX_READ_BYTES = 32 * 1024 * 1024
+# The links one path may pass through: Linux's MAXSYMLINKS, past which no program opens it (ELOOP).
+_MAX_LINKS = 40
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -41,12 +43,42 @@ def _relative_parts(path: StrPath, function: str) -> List[str]:
     return parts
 
 
+def _resolve(root: str, parts: List[str]) -> Optional[str]:
+    """Where ``root/parts`` leads (``root`` is real), following links as the kernel does: ``None``
+    past ``_MAX_LINKS`` of them. ``os.path.realpath`` recurses once per link before 3.13, so the
+    agent's chain of a thousand raised ``RecursionError``, and it follows chains no program could open."""
+    pending, current, links = parts[::-1], root, 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            target = os.readlink(candidate)
+        except OSError:  # not a link, or not there: the open below decides
+            current = candidate
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            return None
+        if target.startswith("/"):
+            current = "/"
+        pending.extend(target.split("/")[::-1])
+    return current
+
+
 def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
     """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
-    _relative_parts(path, function)
-    root = os.path.realpath(os.fspath(workspace))
-    target = os.path.realpath(os.path.join(root, os.fspath(path)))
-    if os.path.commonpath([root, target]) != root or target == root:
+    parts = _relative_parts(path, function)
+    try:
+        root = os.path.realpath(os.fspath(workspace))
+    except RecursionError:  # a workspace reached through a chain of links (see _resolve)
+        return None
+    target = _resolve(root, parts)
+    if target is None or os.path.commonpath([root, target]) != root or target == root:
         return None
     parts = os.path.relpath(target, root).split(os.sep)
     try:

@@ -84,15 +84,24 @@ def _static_folders() -> FrozenSet[str]:
     return frozenset(_folders(static_files()))
 
 
-def json_bytes(value: Mapping[str, Any], what: str) -> bytes:
-    """``value`` as the bytes of a JSON file (``task_data.json``, ``response.json``)."""
+def json_bytes(value: Mapping[str, Any], what: str, *, allow_nan: bool = False) -> bytes:
+    """``value`` as the bytes of a JSON file (``task_data.json``, ``response.json``); ``allow_nan``
+    writes NaN and infinities as Python's json does (``NaN``, ``-Infinity``), which ``json.loads``
+    reads back."""
     if not isinstance(value, Mapping):
         raise StagingError(f"{what} must be a JSON object (a dict), not {type(value).__name__}")
     try:
         # ensure_ascii: CPython's escaping encoder is twice as fast as its UTF-8 one, and lossless.
-        return json.dumps(value, allow_nan=False).encode("ascii")
+        return json.dumps(value, allow_nan=allow_nan).encode("ascii")
     except (TypeError, ValueError) as error:
         raise StagingError(f"{what} cannot be written as JSON: {error}") from None
+
+
+def response_bytes(response: Mapping[str, Any]) -> bytes:
+    """``response.json``: the server's record of what the model said, whose numbers are not the task
+    author's to fix (a token's logprob of ``-inf``): NaN and infinities are written as Python's json
+    writes them rather than refused, which masked the sample (red team 32)."""
+    return json_bytes(response, "the response", allow_nan=True)
 
 
 def task_test_files(tests_dir: Path) -> List[ShimFile]:
@@ -133,7 +142,7 @@ def task_part(
     given) and the task's own ``tests/`` files, except those the shim's files replace."""
     own = [ShimFile("verifier.py", verifier), ShimFile("task_data.json", json_bytes(task_data, "task_data"))]
     if response is not None:
-        own.append(ShimFile("response.json", json_bytes(response, "the response")))
+        own.append(ShimFile("response.json", response_bytes(response)))
     taken = _static_names().union(file.name for file in own)
     own.extend(file for file in task_files if file.name not in taken and file.name.split("/")[0] != SDK_BUNDLE)
     return sorted(own, key=lambda file: file.name)
@@ -319,6 +328,7 @@ __all__ = [
     "check_names",
     "json_bytes",
     "lay_out",
+    "response_bytes",
     "run_archive",
     "shim_files",
     "stage_archive",

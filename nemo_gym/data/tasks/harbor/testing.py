@@ -43,7 +43,7 @@ from nemo_gym.data.tasks.harbor.responses import (
     response,
 )
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, parse_reward_json
-from nemo_gym.data.tasks.harbor.staging import json_bytes
+from nemo_gym.data.tasks.harbor.staging import json_bytes, response_bytes
 from nemo_gym.data.tasks.harbor.task import read_json_object
 
 # What ``run_verify`` grades: a task folder or a verifier.py (a path), or ``verify`` itself.
@@ -229,7 +229,7 @@ def run_verify(
     files["task_data.json"] = json_bytes(task_data if task_data is not None else {}, "task_data")
     if response is not None:
         value = _responses.response(response) if isinstance(response, str) else response
-        files["response.json"] = json_bytes(value, "the response")
+        files["response.json"] = response_bytes(value)
 
     runner, rare = _runner_modules()
     stdout, stderr, log = io.StringIO(), io.StringIO(), io.StringIO()
