@@ -10,7 +10,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -1030,3 +1032,44 @@ def test_delivery_leaves_out_a_link_planted_in_the_host_copy(tmp_path, mode, loc
     verifier = deliver_locally(tmp_path / "v", mode, collected)
     assert listing(verifier) == {"answer.txt": "42", "same": "-> answer.txt"}
     assert (verifier / "answer.txt").stat().st_mode & 0o7777 == 0o755
+
+
+# A process holding write leases (F_SETLEASE, F_WRLCK) on its own files and ignoring SIGIO: an open of
+# each for reading waits for it, 45 s (Linux's lease-break-time). It prints "held" once they are taken.
+LEASE_HOLDER = """
+import fcntl, glob, signal, sys, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+held = []
+for path in sorted(glob.glob(sys.argv[1] + "/f*")):
+    handle = open(path)
+    fcntl.fcntl(handle, 1024, fcntl.F_WRLCK)
+    held.append(handle)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_leases_the_agent_holds_never_stall_the_tar_fallback(tmp_path, local):
+    # A provider's sandbox cannot pause the agent's processes while tar archives its artifacts. GNU tar
+    # opens each file with O_NONBLOCK, so a leased one fails at once (EWOULDBLOCK) and is left out,
+    # where the engine's open waits 45 s a file (Linux's lease-break-time), which masked a sample.
+    published = write_files(tmp_path / "published", {f"f{index}": "x" * 100 for index in range(3)})
+    (tmp_path / "published" / "notes.txt").write_text("not leased")
+    holder = subprocess.Popen([sys.executable, "-c", LEASE_HOLDER, str(published)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+
+        async def go() -> CollectedArtifacts:
+            async with LocalSandbox(tmp_path / "agent", workdir="/app", mounts={"/logs/artifacts": published}) as agent:
+                return await collect_artifacts(TarOnly(agent), (), tmp_path / "out")
+
+        (tmp_path / "agent").mkdir()
+        started = time.monotonic()
+        collected = run(go())
+        assert time.monotonic() - started < 30  # not 45 s a leased file
+        assert "LEASE" in Path("/proc/locks").read_text()  # still held: nothing broke them
+    finally:
+        holder.kill()
+        holder.wait()
+    [item] = collected.artifacts
+    assert sorted(os.listdir(item.path)) == ["notes.txt"]
