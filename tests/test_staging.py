@@ -9,6 +9,7 @@ import sys
 import tarfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,6 +121,11 @@ def test_task_data_that_is_not_json_is_refused():
         shim_files(VERIFIER, {"x": float("nan")})
     with pytest.raises(StagingError, match="task_data must be a JSON object"):
         shim_files(VERIFIER, [1])  # type: ignore[arg-type]
+    deep: Any = 0
+    for _ in range(100_000):  # past the encoder's depth on every Python (about 990 before 3.12)
+        deep = [deep]
+    with pytest.raises(StagingError, match="the response cannot be written as JSON: it nests too deep"):
+        shim_files(VERIFIER, {}, {"output": deep})
 
 
 def test_static_part_is_built_once():

@@ -95,6 +95,8 @@ def json_bytes(value: Mapping[str, Any], what: str, *, allow_nan: bool = False) 
         return json.dumps(value, allow_nan=allow_nan).encode("ascii")
     except (TypeError, ValueError) as error:
         raise StagingError(f"{what} cannot be written as JSON: {error}") from None
+    except RecursionError:  # 3.8-3.11's encoder stops at some 990 levels
+        raise StagingError(f"{what} cannot be written as JSON: it nests too deep") from None
 
 
 def response_bytes(response: Mapping[str, Any]) -> bytes:
