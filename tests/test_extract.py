@@ -122,7 +122,7 @@ def test_extract_tag(text, tag, expected):
     assert extract_tag(text, tag) == expected
 
 
-@pytest.mark.parametrize("tag", ["", "<a>", "a b", None])
+@pytest.mark.parametrize("tag", ["", "<a>", "a b", "a\rb", "a\u00a0b", "a\u2003b", "a\x0cb", None])
 def test_bad_tag_raises(tag):
     with pytest.raises(ValueError, match="extract_tag"):
         extract_tag("x", tag)

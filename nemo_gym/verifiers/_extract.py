@@ -153,7 +153,7 @@ def extract_answer(text: Any) -> Optional[str]:
 
 def extract_tag(text: Any, tag: str = "answer") -> Optional[str]:
     """The stripped content of the last ``<tag>…</tag>`` (case-sensitive); ``None`` when absent or empty."""
-    if not isinstance(tag, str) or not tag or any(char in tag for char in "<>/ \t\n"):
+    if not isinstance(tag, str) or not tag or any(char in "<>/" or char.isspace() for char in tag):
         raise ValueError(f"extract_tag(): tag must be a plain tag name such as 'answer', got {tag!r}")
     if not isinstance(text, str):
         return None
