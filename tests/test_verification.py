@@ -22,6 +22,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 from nemo_gym.data.tasks.harbor.testing import run_verify
 from nemo_gym.data.tasks.harbor.verification import (
+    DISK_FULL,
     PYTHON,
     TEST_SH,
     VerificationOutcome,
@@ -468,3 +469,52 @@ def test_a_tasks_own_test_sh_runs_executable_however_the_files_travel(tmp_path, 
             return await run_verification(plan, wrapper(local))  # type: ignore[arg-type]
 
     assert asyncio.run(run()).reward == 1.0
+
+
+def test_a_disk_the_agent_filled_masks_as_disk_full(tmp_path, monkeypatch):
+    # Grading cannot stage its files on a full disk (the agent's or a neighbour's: from inside the
+    # sandbox they look the same), so the sample is masked, as before, but counted as disk_full: the
+    # failure used to read "install: cannot change owner and permissions" as a plain sandbox_error.
+    from test_attacks import needs_root
+
+    needs_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        workspace = write_files(disk / "workspace", {"answer.txt": "Paris\n"})
+        plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+
+        async def run() -> VerificationOutcome:
+            async with LocalSandbox(workspace) as sandbox:
+                # What the agent leaves behind: a file that took every block left.
+                with open(workspace / "filler", "wb", buffering=0) as filler, pytest.raises(OSError, match="No space"):
+                    while True:
+                        filler.write(b"\0" * 65536)
+                return await run_verification(plan, sandbox)
+
+        outcome = asyncio.run(run())
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+    assert (outcome.masked, outcome.mask_reason) == (True, DISK_FULL), outcome
+    assert "the disk: 0 of 512 blocks free to users" in outcome.detail, outcome.detail
+
+
+@pytest.mark.parametrize(
+    "text, full",
+    [
+        ("cannot create /logs\nthe disk: 0 of 384000 blocks free to users, 89083 of 96000 inodes free", True),
+        (
+            "cannot make /tests and /logs/verifier private\nthe disk: 59000 of 384000 blocks free to users, 0 of 96000 inodes free",
+            True,
+        ),
+        ("cannot create /logs\nthe disk: 10 of 384000 blocks free to users, 5 of 96000 inodes free", False),
+        ('500 Server Error ("Error setting up pivot dir: mkdir /x/.pivot_root1: no space left on device")', True),
+        ("cannot create /logs", False),
+    ],
+)
+def test_a_full_disk_is_told_from_the_failures_text(text, full):
+    from nemo_gym.data.tasks.harbor.verification import disk_full
+
+    assert disk_full(text) is full

@@ -27,7 +27,17 @@ umask 077
 shopt -s dotglob nullglob
 
 [ "$PIPED" = 1 ] && exec 6>&1 1>&2  # the results alone go to stdout
-fail() { echo "$2"; exit "$1"; }
+# Status 92 (prepare failed) also says how full the disk is: a full disk is its common cause, and
+# install hides the ENOSPC of its mkdir ("cannot change owner and permissions"). The host masks it as
+# disk_full when nothing is left.
+fail() {
+  local disk=$TESTS
+  echo "$2"
+  [ -d "$disk" ] || disk=${TESTS%/*}/
+  [ "$1" = 92 ] && LC_ALL=C stat -f -c 'the disk: %a of %b blocks free to users, %d of %c inodes free' \
+    -- "$disk" 2>/dev/null
+  exit "$1"
+}
 
 # This exec's own start, in clock ticks since boot: whatever starts later belongs to grading.
 IFS= read -r stat < "/proc/$$/stat"

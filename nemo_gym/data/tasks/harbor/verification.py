@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 import secrets
 import tempfile
 from collections import Counter
@@ -33,6 +34,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     NO_PROVIDER_TOOL,
     NO_TAR,
     NO_VERIFIER_TOOL,
+    STAGING_FAILED,
     UNKNOWN_USER,
     GradingSteps,
     deferred,
@@ -64,6 +66,9 @@ from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier
 TEST_SH, PYTHON = "test.sh", "verifier.py"
 # The seed's mask for an ENTRYPOINT that died during the rollout, and where its output is kept.
 ENTRYPOINT_FAILED = "harbor:entrypoint_failed"
+# Staging failed for want of space: still a mask (a neighbour's fill looks the same from inside the
+# sandbox), but counted apart, so that a policy that learns to fill its disk shows as a rising count.
+DISK_FULL = "disk_full"
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
@@ -343,6 +348,19 @@ async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> N
             LOGGER.warning("collect hook %r exited with %d: %s", hook.command, result.return_code, result.stderr[-500:])
 
 
+# What grading's prepare prints of the disk when it fails (_grading.sh's fail).
+_DISK_STATE = re.compile(r"the disk: (\d+) of \d+ blocks free to users, (\d+) of \d+ inodes free")
+
+
+def disk_full(text: str) -> bool:
+    """Whether a failure's text says the sandbox's disk is full: the kernel's ENOSPC in words (the
+    engine's, a provider's), or grading's account of the disk with no block free to users or no inode."""
+    if "no space left on device" in text.lower():
+        return True
+    state = _DISK_STATE.search(text)
+    return state is not None and "0" in state.groups()
+
+
 def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
     """The mask for a grading exec that stopped before its results (``grading``'s statuses)."""
     output = output.strip()
@@ -352,6 +370,8 @@ def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
         return masked("verifier_error", f"test.sh cannot start: {output[-500:]}")
     if return_code == NO_PROVIDER_TOOL:
         return masked("provider_unavailable", f"the shim cannot be staged: {output[-500:]}")
+    if return_code == STAGING_FAILED and disk_full(output):
+        return masked(DISK_FULL, f"the sandbox's disk is full (exit {return_code}): {output[-500:]}")
     return masked("sandbox_error", f"grading failed in the sandbox (exit {return_code}): {output[-500:]}")
 
 
@@ -505,7 +525,8 @@ class _Grading:
                     os.chmod(local, 0o600)
                     await sandbox.upload_file(str(local), upload)
             except Exception as error:  # any fault of the sandbox or its provider
-                raise _Stopped(masked("sandbox_error", f"staging /tests failed: {_describe(error)}")) from error
+                reason = DISK_FULL if disk_full(str(error)) else "sandbox_error"
+                raise _Stopped(masked(reason, f"staging /tests failed: {_describe(error)}")) from error
             ran = await self._exec(
                 lambda: sandbox.exec(
                     grading_command(steps),
@@ -639,6 +660,7 @@ def mask_counts() -> Dict[str, int]:
 
 
 __all__ = [
+    "DISK_FULL",
     "ENTRYPOINT_FAILED",
     "ENTRYPOINT_LOG",
     "HOST_MARGIN_SEC",
@@ -658,6 +680,7 @@ __all__ = [
     "VerifierChoice",
     "choose_verifier",
     "count_mask",
+    "disk_full",
     "entrypoint_state",
     "mask_counts",
     "masked",
