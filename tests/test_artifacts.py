@@ -1073,3 +1073,59 @@ def test_leases_the_agent_holds_never_stall_the_tar_fallback(tmp_path, local):
         holder.wait()
     [item] = collected.artifacts
     assert sorted(os.listdir(item.path)) == ["notes.txt"]
+
+
+def looping_tar() -> bytes:
+    """A file, then a header whose size is -512 (base-256): tarfile reads that header again and again,
+    forever, growing its member list (red team 33; CVE-2025-8194 in most releases)."""
+    first = tarfile.TarInfo("out/a.txt")
+    first.size = 1
+    second = bytearray(tarfile.TarInfo("out/b.txt").tobuf(tarfile.GNU_FORMAT))
+    second[124:136] = b"\xff" + (-512).to_bytes(12, "big", signed=True)[1:]
+    second[148:156] = b" " * 8
+    second[148:156] = b"%06o\0 " % sum(second[:512])
+    return first.tobuf(tarfile.GNU_FORMAT) + b"x".ljust(512, b"\0") + bytes(second) + bytes(1024)
+
+
+class ArchiveOf:
+    """An archive sandbox whose every archive is ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def put_archive(self, folder: str, data: bytes) -> None:
+        raise AssertionError("not used")
+
+    async def get_archive(self, path: str, *, limit: int) -> bytes:
+        return self.data
+
+
+def test_an_archive_whose_member_goes_back_is_damaged_never_read_forever(tmp_path):
+    # The tar fallback reads an archive the sandbox's own tar made, which a root agent can replace.
+    kept = complete_members(looping_tar())
+    with tarfile.open(fileobj=io.BytesIO(kept)) as archive:
+        assert archive.getnames() == ["out/a.txt"]
+    with pytest.raises(SandboxError, match="is damaged: the member 'out/b.txt' does not move the archive on"):
+        run(asyncio.wait_for(collect_artifacts(ArchiveOf(looping_tar()), (), tmp_path / "out"), 30))
+
+
+@pytest.mark.parametrize("options", [["--format=gnu"], ["--format=posix", "--sparse-version=1.0"]])
+def test_a_sparse_member_cut_inside_its_map_is_a_cut_not_an_error(tmp_path, options):
+    # tarfile raised IndexError (GNU) or ValueError (PAX 1.0) on a sparse map cut short (red team 33).
+    with open(tmp_path / "s.bin", "wb") as sparse:
+        for index in range(60):  # 60 extents: the map needs extension headers
+            sparse.seek(index * 65536)
+            sparse.write(b"D" * 100)
+    (tmp_path / "a.txt").write_text("hello\n")
+    whole = subprocess.run(
+        ["tar", *options, "--sparse", "-cf", "-", "-C", str(tmp_path), "a.txt", "s.bin"],
+        stdout=subprocess.PIPE,
+        check=True,
+    ).stdout
+    names = set()
+    for cut in range(512, len(whole) + 1, 512):
+        kept = complete_members(whole[:cut])
+        if kept:
+            with tarfile.open(fileobj=io.BytesIO(kept)) as archive:
+                names.add(tuple(archive.getnames()))
+    assert names == {("a.txt",), ("a.txt", "s.bin")}

@@ -65,7 +65,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
 
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
@@ -623,6 +623,26 @@ def _name(member: tarfile.TarInfo) -> str:
     return member.name.rstrip("/") if member.isdir() else member.name
 
 
+# What tarfile raises on a damaged archive besides TarError: a header cut inside a sparse map
+# (IndexError, ValueError), a negative size on 3.8 (ValueError: a negative seek).
+_DAMAGED = (tarfile.TarError, ValueError, IndexError, EOFError, OverflowError)
+
+
+def _read_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The archive's members in order, each one's header after the last one's: tarfile reads a header
+    whose size is negative again and again, forever (CVE-2025-8194, in most releases), so one that
+    does not move on is a damaged archive."""
+    last = -1
+    while True:
+        member = archive.next()
+        if member is None:
+            return
+        if member.offset <= last:
+            raise tarfile.ReadError(f"the member {member.name!r} does not move the archive on (a negative size)")
+        last = member.offset
+        yield member
+
+
 def complete_members(data: bytes) -> bytes:
     """The members at the start of a tar stream cut short that came whole, as a tar of their own
     (``b""`` when none did): a member whose header or data the cut reached is left out."""
@@ -630,9 +650,11 @@ def complete_members(data: bytes) -> bytes:
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             # tarfile's offset is where the next header starts: the member read last ends before it.
-            while archive.next() is not None and archive.offset <= len(data):
+            for _ in _read_members(archive):
+                if archive.offset > len(data):
+                    break
                 end = archive.offset
-    except tarfile.TarError:
+    except _DAMAGED:
         pass  # the cut, in a header or in a member's data
     return data[:end] + bytes(2 * tarfile.BLOCKSIZE) if end else b""
 
@@ -641,7 +663,7 @@ def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[s
     """The archive's members as entries relative to the artifact (the first member is the artifact
     itself, whatever its name; none when it was a socket, which no archive holds); a hard link
     becomes a file of its target's size."""
-    members = archive.getmembers()
+    members = list(_read_members(archive))
     if not members:
         return [], {}
     top = _name(members[0])
@@ -772,7 +794,7 @@ class _Collection:
                 target = _make_folders(self.folder, artifact.destination)
                 _remove(target)
                 _write(archive, members, plan, target)
-        except tarfile.TarError as error:
+        except _DAMAGED as error:
             raise SandboxError(f"the archive of {artifact.source} from the sandbox is damaged: {error}") from error
         self.bytes_left -= plan.bytes
         self.files_left -= plan.files
