@@ -131,10 +131,18 @@ def test_bad_tag_raises(tag):
 def test_runs_of_emphasis_marks_cost_linear_time():
     # Red team 32: 40 KB of "*" took 20 s (each mark began a scan to the run's end); a megabyte, hours.
     start = time.perf_counter()
-    for text in ("*" * 1_000_000, "*_" * 500_000, ("*" * 7 + "x") * 125_000):
+    for text in ("*" * 1_000_000, "*_" * 500_000, ("*" * 7 + "x") * 125_000, ("x" + "*" * 20) * 50_000, " *" * 500_000):
         assert extract_answer(text) is None
     assert extract_answer("*" * 1_000_000 + "**Answer:** 42") == "42"
     assert time.perf_counter() - start < 5.0
+
+
+@pytest.mark.parametrize("marks", [1, 8, 9, 40])
+def test_a_long_run_of_emphasis_is_still_the_last_label(marks):
+    # Red team 33: with the run bounded at 8 marks, the last label went unseen and an earlier one
+    # answered (a fall-back the contract rules out).
+    for mark in "*_":
+        assert extract_answer(f"Answer: 1\n{mark * marks}Answer: 2{mark * marks}") == "2"
 
 
 def test_deeply_nested_boxes_cost_linear_time():

@@ -17,10 +17,10 @@ _PATTERNS = Patterns(
     box=r"\\(?:boxed|fbox)\s*\{",
     # The label: not inside a word or an identifier (``my_answer:`` is code, not a label), markdown
     # emphasis around it, then an ASCII or a fullwidth colon, any case. Underscore emphasis must
-    # balance (see _payload); asterisks are tolerated as they come. The emphasis before the label is
-    # at most 8 marks (***, __**): unbounded, every mark of a long run of them started a scan to the
-    # run's end, and 40 KB of "*" took 20 s.
-    label=r"(?i)(?<!\w)([*_]{0,8})(?:final\s+)?answer([*_]*)[ \t]*[:\uff1a]([*_]*)",
+    # balance (see _payload); asterisks are tolerated as they come. The emphasis before the label starts
+    # a run of marks, never inside one: each mark of a long run started a scan to the run's end, and 40
+    # KB of "*" took 20 s. A run after a word's letter is no emphasis; the label after it still counts.
+    label=r"(?i)((?<![\w*])[*_]*|(?<=\*))(?:final\s+)?answer([*_]*)[ \t]*[:\uff1a]([*_]*)",
 )
 
 

@@ -25,8 +25,9 @@ _INVISIBLE = str.maketrans(
 )
 _PATTERNS = Patterns(
     # Numbers keep their sign, decimal point and groups under ignore_punctuation: -5 is not 5, .5
-    # is not 5, and a sign a few marks or spaces before a number stays (- 5, -$5, -(5) are not 5 or
-    # $5). The look-ahead is bounded, so a long run of marks costs linear time.
+    # is not 5, and a sign up to four marks or spaces before a number stays (- 5, -$5, -(5) are not 5
+    # or $5). The look-ahead is bounded, so a long run of marks costs linear time; a sign further
+    # away (-(((((5))))) is dropped, as is a point that no digit follows at once (3.(14) reads 314).
     number_or_punctuation=r"([-+]?(?:\d+|\.\d+)(?:[.,]\d+)*|[-+](?=[^\w]{0,4}\d))|([^\w\s])",
     article=r"(?i)\b(?:a|an|the)\b\s*",
 )
@@ -90,7 +91,7 @@ def exact_match(
     typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
     spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
     ``ignore_punctuation`` (numbers keep their sign and points: ``-5``, ``- 5``, ``-$5`` and ``.5``
-    stay distinct from ``5`` and ``$5``),
+    stay distinct from ``5`` and ``$5``; a sign stays up to four marks or spaces before its number),
     ``remove_articles`` (English a/an/the). ``actual`` is a ``str`` or an ``int``; anything else
     is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
     """

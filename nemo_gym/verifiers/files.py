@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 MAX_READ_BYTES = 32 * 1024 * 1024
 # The links one path may pass through: Linux's MAXSYMLINKS, past which no program opens it (ELOOP).
 _MAX_LINKS = 40
+# The longest path a resolution may build: Linux's PATH_MAX. Each step copies the path, so without
+# it 40 links of 4 KB targets cost seconds (red team 33).
+_MAX_PATH = 4096
+_NOT_A_LINK = 22  # EINVAL, readlink's answer for a file or folder that is no link (errno, unimported)
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -45,8 +49,9 @@ def _relative_parts(path: StrPath, function: str) -> List[str]:
 
 def _resolve(root: str, parts: List[str]) -> Optional[str]:
     """Where ``root/parts`` leads (``root`` is real), following links as the kernel does: ``None``
-    past ``_MAX_LINKS`` of them. ``os.path.realpath`` recurses once per link before 3.13, so the
-    agent's chain of a thousand raised ``RecursionError``, and it follows chains no program could open."""
+    past ``_MAX_LINKS`` of them, through a part that is missing or no folder, or past ``_MAX_PATH``
+    bytes. ``os.path.realpath`` recurses once per link before 3.13, so the agent's chain of a thousand
+    raised ``RecursionError``, and it follows chains no program could open."""
     pending, current, links = parts[::-1], root, 0
     while pending:
         part = pending.pop()
@@ -56,9 +61,15 @@ def _resolve(root: str, parts: List[str]) -> Optional[str]:
             current = os.path.dirname(current)
             continue
         candidate = os.path.join(current, part)
+        if len(candidate) > _MAX_PATH:
+            return None
         try:
             target = os.readlink(candidate)
-        except OSError:  # not a link, or not there: the open below decides
+        except OSError as error:
+            if error.errno != _NOT_A_LINK:
+                return None  # missing, under a file, or not searchable: no program gets past it
+            if pending and not os.path.isdir(candidate):
+                return None  # "real.txt/", "real.txt/../x": the kernel's ENOTDIR
             current = candidate
             continue
         links += 1
