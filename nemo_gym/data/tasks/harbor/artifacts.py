@@ -633,10 +633,7 @@ def _read_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
     whose size is negative again and again, forever (CVE-2025-8194, in most releases), so one that
     does not move on is a damaged archive."""
     last = -1
-    while True:
-        member = archive.next()
-        if member is None:
-            return
+    for member in archive:  # not next(): on 3.8 a next() past an empty archive's end seeks to -1
         if member.offset <= last:
             raise tarfile.ReadError(f"the member {member.name!r} does not move the archive on (a negative size)")
         last = member.offset
