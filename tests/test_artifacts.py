@@ -484,25 +484,34 @@ def test_a_stream_cut_anywhere_keeps_exactly_the_members_that_came_whole(cut):
     assert names == [name for name, end in ends if -(-end // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE <= cut]
 
 
-class StallingSandbox:
-    """An archive sandbox whose copy of ``/logs/artifacts`` stalls after ``partial``."""
+class ArchiveOf:
+    """An archive sandbox whose archive of a path is what ``answer(path)`` returns (or raises)."""
 
-    def __init__(self, partial: bytes) -> None:
-        self.partial = partial
+    def __init__(self, answer: Callable[[str], bytes]) -> None:
+        self.answer = answer
 
     async def put_archive(self, folder: str, data: bytes) -> None:
         raise AssertionError("not used")
 
     async def get_archive(self, path: str, *, limit: int) -> bytes:
+        return self.answer(path)
+
+
+def stalling(partial: bytes) -> ArchiveOf:
+    """An archive sandbox whose copy of ``/logs/artifacts`` stalls after ``partial``."""
+
+    def answer(path: str) -> bytes:
         if path == "/logs/artifacts":
-            raise CopyStalled("the copy of /logs/artifacts stalled: nothing came for 60 s", self.partial)
+            raise CopyStalled("the copy of /logs/artifacts stalled: nothing came for 60 s", partial)
         raise SandboxError(f"download of {path} failed: Could not find the file") from FileNotFoundError(2, path)
+
+    return ArchiveOf(answer)
 
 
 def test_a_stalled_copy_is_cut_short_only_while_the_agents_processes_are_frozen(tmp_path):
     whole = stream_of(STALLED_FILES)
     cut = whole.index(b"z" * 100)  # inside c.txt's data
-    sandbox = StallingSandbox(whole[:cut])
+    sandbox = stalling(whole[:cut])
     assert isinstance(sandbox, ArchiveSandbox)
     # Nothing of the agent's could hold the copy up (its processes are gone, or never paused): a fault.
     with pytest.raises(CopyStalled):
@@ -519,7 +528,7 @@ def test_a_stalled_copy_is_cut_short_only_while_the_agents_processes_are_frozen(
         )
     ]
     # A stall before anything came whole leaves the artifact out, reported.
-    nothing = run(collect_artifacts(StallingSandbox(whole[:300]), (), tmp_path / "none", frozen=True))
+    nothing = run(collect_artifacts(stalling(whole[:300]), (), tmp_path / "none", frozen=True))
     assert nothing.artifacts == () and [skip.path for skip in nothing.skipped] == ["/logs/artifacts"]
 
 
@@ -1087,26 +1096,13 @@ def looping_tar() -> bytes:
     return first.tobuf(tarfile.GNU_FORMAT) + b"x".ljust(512, b"\0") + bytes(second) + bytes(1024)
 
 
-class ArchiveOf:
-    """An archive sandbox whose every archive is ``data``."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def put_archive(self, folder: str, data: bytes) -> None:
-        raise AssertionError("not used")
-
-    async def get_archive(self, path: str, *, limit: int) -> bytes:
-        return self.data
-
-
 def test_an_archive_whose_member_goes_back_is_damaged_never_read_forever(tmp_path):
     # The tar fallback reads an archive the sandbox's own tar made, which a root agent can replace.
     kept = complete_members(looping_tar())
     with tarfile.open(fileobj=io.BytesIO(kept)) as archive:
         assert archive.getnames() == ["out/a.txt"]
     with pytest.raises(SandboxError, match="is damaged: the member 'out/b.txt' does not move the archive on"):
-        run(asyncio.wait_for(collect_artifacts(ArchiveOf(looping_tar()), (), tmp_path / "out"), 30))
+        run(asyncio.wait_for(collect_artifacts(ArchiveOf(lambda path: looping_tar()), (), tmp_path / "out"), 30))
 
 
 @pytest.mark.parametrize("options", [["--format=gnu"], ["--format=posix", "--sparse-version=1.0"]])
