@@ -71,6 +71,19 @@ class CollectHook:
 
 
 @dataclass(frozen=True)
+class Healthcheck:
+    """``[environment.healthcheck]`` or a step's ``[steps.healthcheck]``: a shell command run until
+    it exits 0 (``healthchecks.run_healthcheck``). The defaults are Harbor's ``HealthcheckConfig``'s."""
+
+    command: str
+    interval_sec: float = 5.0
+    timeout_sec: float = 30.0
+    start_period_sec: float = 0.0
+    start_interval_sec: float = 5.0
+    retries: int = 3
+
+
+@dataclass(frozen=True)
 class EnvironmentConfig:
     """An environment table (``[environment]`` or ``[verifier.environment]``); ``table`` is all of it."""
 
@@ -82,6 +95,9 @@ class EnvironmentConfig:
     # budget, and would slow a task on a workstation that declared nothing.
     cpus: Optional[float] = None
     memory_mb: Optional[int] = None
+    # Run once the sandbox has started (the agent's environment only: as in Harbor, a separate
+    # verifier's [verifier.environment].healthcheck is read and never run).
+    healthcheck: Optional[Healthcheck] = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,7 @@ class StepConfig:
     name: str
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     artifacts: Tuple[Artifact, ...] = ()
+    healthcheck: Optional[Healthcheck] = None  # run after the step's setup, before its agent
 
 
 @dataclass(frozen=True)
@@ -326,6 +343,31 @@ def _user(value: Any, where: str, name: str) -> Optional[User]:
     return value
 
 
+def healthcheck_config(value: Any, where: str, name: str) -> Optional[Healthcheck]:
+    """A healthcheck table (``None`` when absent): a non-empty ``command``, seconds that are finite
+    and not negative, and a whole number of ``retries`` from 0 up."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TaskError(f"{where}: [{name}] must be a table")
+    command = value.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise TaskError(f"{where}: {name}.command must be a non-empty shell command (exit 0 means healthy)")
+    if "\0" in command:
+        raise TaskError(f"{where}: {name}.command holds a NUL character")
+    seconds: Dict[str, float] = {}
+    for key in ("interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec"):
+        given = value.get(key, getattr(Healthcheck, key))
+        number = finite_float(given)
+        if number is None or number < 0:
+            raise TaskError(f"{where}: {name}.{key} must be a finite number >= 0, not {given!r}")
+        seconds[key] = number
+    retries = value.get("retries", Healthcheck.retries)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise TaskError(f"{where}: {name}.retries must be a whole number >= 0, not {retries!r}")
+    return Healthcheck(command, retries=retries, **seconds)
+
+
 def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str) -> EnvironmentConfig:
     table = dict(table or {})
     workdir = _optional_string(table.get("workdir"), where, f"{name}.workdir")
@@ -343,6 +385,7 @@ def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str
         table=table,
         cpus=None if cpus is None else float(cpus),
         memory_mb=memory,
+        healthcheck=healthcheck_config(table.get("healthcheck"), where, f"{name}.healthcheck"),
     )
 
 
@@ -558,7 +601,8 @@ def _steps(
         own = _artifacts(item.get("artifacts"), where, f"steps[{index}].artifacts")
         _check_destinations([*artifacts, *own], where)
         verifier = verifier_config(table, where, f"steps[{index}].verifier")
-        steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own)))
+        healthcheck = healthcheck_config(item.get("healthcheck"), where, f"steps[{index}].healthcheck")
+        steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own), healthcheck))
     if len({step.name for step in steps}) != len(steps):
         raise TaskError(f"{where}: two [[steps]] share a name")
     return tuple(steps)
@@ -789,6 +833,7 @@ __all__ = [
     "CollectHook",
     "Dataset",
     "EnvironmentConfig",
+    "Healthcheck",
     "StepConfig",
     "Task",
     "TaskError",
@@ -800,6 +845,7 @@ __all__ = [
     "default_destination",
     "env_table",
     "environment_config",
+    "healthcheck_config",
     "is_task_folder",
     "load_dataset",
     "load_task",

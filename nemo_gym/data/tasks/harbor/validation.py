@@ -7,8 +7,8 @@ as ``[agent].user``, with ``DEBIAN_FRONTEND=noninteractive`` and ``[solution].en
 byte to ``answer.md`` in the working directory, as the task's user, through ``base64`` (so the image
 needs that tool), and its text submitted as the response. A multi-step task runs, for each step in
 order and in one sandbox, what Harbor runs before the agent (``steps/<name>/workdir/`` copied into
-the working directory, then its ``setup.sh``), the step's oracle (``steps/<name>/solution/``, else
-``solution/``), and the step's verification.
+the working directory, then its ``setup.sh``, then its ``[steps.healthcheck]`` as ``[agent].user``),
+the step's oracle (``steps/<name>/solution/``, else ``solution/``), and the step's verification.
 
 The workspace starts empty and belongs to ``[agent].user`` (a task's Dockerfile gives its agent
 its working directory; a sandbox that does not build it must do the same): the oracle, not a solved
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.healthchecks import run_healthcheck
 from nemo_gym.data.tasks.harbor.redaction import redact
 from nemo_gym.data.tasks.harbor.responses import response
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, SandboxError, User, sandbox_option
@@ -124,10 +125,18 @@ async def _stage_folder(sandbox: Sandbox, folder: Path, target: str, owner: Opti
 
 async def prepare_step(task: Task, step: str, sandbox: Sandbox) -> None:
     """What Harbor runs before a step's agent: ``steps/<step>/workdir/`` copied into the working
-    directory, then ``bash <workdir>/setup.sh`` as the agent; a failing setup fails the step."""
+    directory, then ``bash <workdir>/setup.sh``, then the step's ``[steps.healthcheck]``, both as the
+    agent; a failing setup or healthcheck fails the step."""
     folder = task.path / "steps" / step / "workdir"
-    if not folder.is_dir():
-        return
+    if folder.is_dir():
+        await _setup(task, folder, sandbox)
+    for index, config in enumerate(task.steps):
+        if config.name == step and config.healthcheck is not None:
+            key = f"{task.path / 'task.toml'}: steps[{index}].healthcheck"
+            await run_healthcheck(sandbox, config.healthcheck, user=task.agent_user, key=key)
+
+
+async def _setup(task: Task, folder: Path, sandbox: Sandbox) -> None:
     await _stage_folder(sandbox, folder, sandbox.workdir, task.agent_user, replace=False)
     if (folder / "setup.sh").is_file():
         setup = shlex.quote(f"{sandbox.workdir.rstrip('/')}/setup.sh")
@@ -203,8 +212,9 @@ async def validate_task(
 ) -> TaskResult:
     """Oracle then verification, for the task or each of its steps, in one sandbox.
 
-    ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox. The
-    workspace starts empty and is ``[agent].user``'s (see the module's docstring). A separate
+    ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox, ready
+    (``for_task.open_task_sandbox`` has awaited ``[environment.healthcheck]``). The workspace starts
+    empty and is ``[agent].user``'s (see the module's docstring). A separate
     verifier runs where ``open_verifier(task)`` opens it (``separate.run_separate_verification``;
     without one, such a task fails validation); the agent's sandbox is stopped after the last step.
     ``secrets`` fill ``${NAME}`` in the verifier's env, as ``plan_verification``'s do.

@@ -7,7 +7,8 @@ Images, in the order each is looked for: for the agent, ``image`` (``--image``),
 verifier, ``verifier_image`` (``--verifier-image``), else the image ``verifier_env`` declares or
 inherits, else one built from ``tests/`` (``image_build``: named by content, built once). An image
 built here has its configuration on record, so its ENTRYPOINT and HEALTHCHECK run; any other image
-is started with neither, as the seed says of a prebuilt image.
+is started with neither, as the seed says of a prebuilt image. The agent's sandbox then awaits
+``[environment.healthcheck]``, whatever its image (``healthchecks``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import (
 )
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
+from nemo_gym.data.tasks.harbor.healthchecks import run_healthcheck
 from nemo_gym.data.tasks.harbor.task import Task, TaskError
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, declared_workdir, working_directory
 
@@ -111,7 +113,8 @@ async def open_task_sandbox(
     working directory the task declares, else the image's ``WORKDIR`` (Docker), else
     ``/workspace``; a container gets ``[environment].cpus`` and ``memory_mb`` as its limits; the
     local sandbox provides the users the task names. ``mounts`` puts more host folders at sandbox
-    paths (copied into a container).
+    paths (copied into a container). It is given once ``[environment.healthcheck]`` has passed
+    (``healthchecks.HealthcheckError`` when it fails).
     """
     env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
     if kind == "docker":
@@ -138,6 +141,7 @@ async def open_task_sandbox(
             memory_mb=task.environment.memory_mb,
         )
         async with sandbox:
+            await _healthy(task, sandbox)
             yield sandbox
         return
     if kind != "local":
@@ -153,7 +157,15 @@ async def open_task_sandbox(
         users=[user for user in users if user is not None],
     )
     async with local:
+        await _healthy(task, local)
         yield local
+
+
+async def _healthy(task: Task, sandbox: Any) -> None:
+    """``[environment.healthcheck]``, as the sandbox's default user (no agent has run yet)."""
+    if task.environment.healthcheck is not None:
+        key = f"{task.path / 'task.toml'}: [environment.healthcheck]"
+        await run_healthcheck(sandbox, task.environment.healthcheck, key=key)
 
 
 def verifier_sandbox_opener(

@@ -1,0 +1,165 @@
+"""Task healthchecks: ``[environment.healthcheck]`` and ``[steps.healthcheck]`` are read as Harbor
+reads them, run as Harbor's loop runs them, and never run with more rights than the agent once an
+agent has acted (``tests/harbor/test_harbor_healthchecks.py`` holds both to Harbor's own code)."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from healthcheck_cases import CASES, CHECK, TIMEOUT_CASES, Scripted
+from support import write_files
+
+from nemo_gym.data.tasks.harbor.healthchecks import HealthcheckError, run_healthcheck
+from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
+from nemo_gym.data.tasks.harbor.task import Healthcheck, TaskError, load_task
+from nemo_gym.data.tasks.harbor.validation import validate_task
+
+
+def run(check: Healthcheck, sandbox: Scripted, **options: Any) -> None:
+    asyncio.run(run_healthcheck(sandbox, check, clock=sandbox.clock, sleep=sandbox.sleep, **options))
+
+
+@pytest.mark.parametrize(("script", "cost", "passes", "sleeps"), CASES + TIMEOUT_CASES)
+def test_the_loop_waits_and_counts_as_harbor_and_docker_do(script, cost, passes, sleeps):
+    sandbox = Scripted(script, cost)
+    if passes:
+        run(CHECK, sandbox)
+    else:
+        with pytest.raises(HealthcheckError):
+            run(CHECK, sandbox)
+    assert sandbox.sleeps == sleeps
+    assert not sandbox.script  # every scripted attempt ran, and no more
+    assert {(timeout, user) for _, timeout, user in sandbox.calls} == {(3.0, None)}
+
+
+def test_no_retries_fails_at_the_first_failure_after_the_start_period():
+    sandbox = Scripted([1])
+    with pytest.raises(HealthcheckError, match=r"failed 1 time\(s\) in a row"):
+        run(Healthcheck("probe", retries=0), sandbox)
+
+
+def test_the_error_names_the_key_the_command_and_the_last_attempt():
+    sandbox = Scripted([1, 1, 7])
+    with pytest.raises(HealthcheckError) as raised:
+        run(Healthcheck("curl -f localhost:8080"), sandbox, key="task.toml: steps[1].healthcheck", user="agent")
+    message = str(raised.value)
+    assert message.startswith("task.toml: steps[1].healthcheck failed 3 time(s) in a row")
+    assert "'curl -f localhost:8080'" in message and message.endswith("exited with 7: not yet")
+    assert {user for _, _, user in sandbox.calls} == {"agent"}
+
+
+def test_the_timeout_is_used_as_written_and_0_sets_none():
+    sandbox = Scripted([0, 0])
+    run(Healthcheck("probe", timeout_sec=2.75), sandbox)
+    run(Healthcheck("probe", timeout_sec=0), sandbox)
+    assert [timeout for _, timeout, _ in sandbox.calls] == [2.75, None]  # Harbor's: 2 and None
+
+
+# --- reading task.toml -----------------------------------------------------------------------------
+
+
+def test_the_tables_are_read_with_harbors_defaults(tmp_path):
+    task = write_files(
+        tmp_path / "task",
+        {
+            "task.toml": (
+                '[environment.healthcheck]\ncommand = "pg_isready"\n'
+                '[[steps]]\nname = "one"\n'
+                '[[steps]]\nname = "two"\n[steps.healthcheck]\ncommand = "true"\nretries = 0\ninterval_sec = 0.5\n'
+                '[verifier.environment]\ndocker_image = "verifier"\n'
+                '[verifier.environment.healthcheck]\ncommand = "read, never run (as in Harbor)"\n'
+            ),
+            "tests/test.sh": "",
+            "steps/one/instruction.md": "",
+            "steps/two/instruction.md": "",
+        },
+    )
+    loaded = load_task(task)
+    assert loaded.environment.healthcheck == Healthcheck("pg_isready", 5.0, 30.0, 0.0, 5.0, 3)
+    assert [step.healthcheck for step in loaded.steps] == [None, Healthcheck("true", interval_sec=0.5, retries=0)]
+    assert loaded.verifier.environment is not None
+    assert loaded.verifier.environment.healthcheck == Healthcheck("read, never run (as in Harbor)")
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ("[environment]\nhealthcheck = 'pg_isready'", r"\[environment.healthcheck\] must be a table"),
+        ("[environment.healthcheck]\ninterval_sec = 1", r"environment.healthcheck.command must be a non-empty"),
+        ("[environment.healthcheck]\ncommand = '  '", r"environment.healthcheck.command must be a non-empty"),
+        ('[environment.healthcheck]\ncommand = "a\\u0000b"', r"environment.healthcheck.command holds a NUL"),
+        ("[environment.healthcheck]\ncommand = 'x'\ninterval_sec = -1", r"environment.healthcheck.interval_sec must"),
+        ("[environment.healthcheck]\ncommand = 'x'\ntimeout_sec = nan", r"environment.healthcheck.timeout_sec must"),
+        ("[environment.healthcheck]\ncommand = 'x'\nstart_period_sec = '5'", r"start_period_sec must be a finite"),
+        (
+            "[environment.healthcheck]\ncommand = 'x'\nretries = true",
+            r"environment.healthcheck.retries must be a whole",
+        ),
+        ("[environment.healthcheck]\ncommand = 'x'\nretries = 2.5", r"environment.healthcheck.retries must be a whole"),
+        ("[environment.healthcheck]\ncommand = 'x'\nretries = -1", r"environment.healthcheck.retries must be a whole"),
+        ("[[steps]]\nname = 's'\nhealthcheck = 3", r"\[steps\[0\].healthcheck\] must be a table"),
+    ],
+)
+def test_a_bad_table_names_its_key(tmp_path, table, key):
+    task = write_files(tmp_path / "task", {"task.toml": table, "tests/test.sh": "", "steps/s/instruction.md": ""})
+    with pytest.raises(TaskError, match=key) as raised:
+        load_task(task)
+    assert str(raised.value).startswith(str(task / "task.toml"))
+
+
+# --- in a sandbox ----------------------------------------------------------------------------------
+
+# A task of two steps whose oracle, as the agent, plants a program named as step two's healthcheck
+# command in a PATH folder of its own: what the healthcheck runs is the agent's, and must run with the
+# agent's rights alone. Step two's verify scores the uid the planted program ran as.
+PLANTED = {
+    "task.toml": (
+        "[agent]\nuser = 'agent'\n"
+        "[environment]\nenv = { PATH = '/workspace/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' }\n"
+        "[environment.healthcheck]\ncommand = 'test ! -e /workspace/bin'\nretries = 1\n"
+        "[[steps]]\nname = 'one'\n"
+        "[[steps]]\nname = 'two'\n[steps.healthcheck]\ncommand = 'probe'\nretries = 1\n"
+    ),
+    "steps/one/instruction.md": "Plant.",
+    "steps/two/instruction.md": "Profit.",
+    "solution/solve.sh": (
+        "#!/bin/bash\nmkdir -p bin\n"
+        "printf '#!/bin/sh\\nid -u > /workspace/probe-uid\\n' > bin/probe\nchmod +x bin/probe\n"
+    ),
+    "tests/verifier.py": (
+        "def verify(workspace):\n"
+        "    ran = workspace / 'probe-uid'\n"
+        "    return float(not ran.exists() or ran.read_text().strip() not in ('', '0'))\n"
+    ),
+}
+
+
+def validate(task_dir: Path) -> Any:
+    return asyncio.run(validate_task(load_task(task_dir), partial(open_task_sandbox, kind="local")))
+
+
+def test_a_step_healthcheck_runs_the_agents_program_as_the_agent(tmp_path):
+    result = validate(write_files(tmp_path / "task", PLANTED))
+    assert result.passed, result
+    assert [step.outcome.reward for step in result.steps if step.outcome] == [1.0, 1.0]
+
+
+def test_a_failing_healthcheck_fails_validation_naming_it(tmp_path):
+    files = dict(PLANTED)
+    files["task.toml"] = files["task.toml"].replace("command = 'probe'", "command = 'echo down; false'")
+    result = validate(write_files(tmp_path / "task", files))
+    assert not result.passed and len(result.steps) == 1  # step one graded, step two never started
+    assert "steps[1].healthcheck failed 1 time(s) in a row" in result.error
+    assert result.error.endswith("exited with 1: down")
+
+
+def test_the_environment_healthcheck_runs_as_the_sandbox_starts(tmp_path):
+    files = dict(PLANTED)
+    files["task.toml"] = files["task.toml"].replace("test ! -e /workspace/bin", "test -e /workspace/ready")
+    result = validate(write_files(tmp_path / "task", files))
+    assert not result.passed and not result.steps
+    assert "[environment.healthcheck] failed 1 time(s) in a row" in result.error
