@@ -34,9 +34,11 @@ from nemo_gym.data.tasks.harbor.image_build import (
     image_record,
     image_record_async,
     plan_builds,
+    pull_mode_base,
 )
 from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.docker import CPU_COUNT_HINTS, DockerSandbox
+from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 
 T = TypeVar("T")
@@ -122,6 +124,24 @@ def test_base_images():
         "COPY --from=0 /c /c\n"
     )
     assert base_images(dockerfile) == ["builder:1", "second:2", "tools:3"]
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "base"),
+    [
+        ("FROM app:1\n", "app:1"),
+        ("# pulled as it is\nFROM --platform=linux/amd64 registry/app:1 AS base\n\n", "registry/app:1"),
+        ("FROM \\\n  app:1\n", "app:1"),
+        ("FROM app:1\nRUN true\n", None),  # an overlay: Harbor ignores it beside a docker_image, so do we
+        ("ARG TAG=1\nFROM app:$TAG\n", None),
+        ("FROM $IMAGE\n", None),
+        ("FROM app:1 other\n", None),
+        ("", None),
+        ("RUN true\n", None),
+    ],
+)
+def test_pull_mode_base(dockerfile, base):
+    assert pull_mode_base(dockerfile) == base
 
 
 # --- plan_builds -----------------------------------------------------------------------------------
@@ -525,6 +545,38 @@ def test_without_a_record_neither_entrypoint_nor_healthcheck_runs(docker_client,
             assert await box.entrypoint_alive() and await box.entrypoint_output() == ""
 
     run(go)
+
+
+@pytest.mark.docker
+def test_a_pull_mode_dockerfile_puts_a_prebuilt_image_on_record(docker_client, entry_images, tmp_path):
+    # A prebuilt image (built elsewhere: none of this package's labels) with an ENTRYPOINT and a
+    # HEALTHCHECK. Beside a pull-mode environment/Dockerfile the seed has its configuration on
+    # record, so both run; beside none, or an overlay (Harbor ignores it: the image is used as it is),
+    # neither runs.
+    prebuilt = "nemo-gym-test/prebuilt-with-entrypoint:1"
+    docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {entry_images['healthy'].tag}\nLABEL nemo-gym.built=0\n".encode()),
+        tag=prebuilt,
+        labels=LABEL,
+        rm=True,
+    )
+    assert image_record(docker_client, prebuilt) is None
+    toml = f'[environment]\ndocker_image = "{prebuilt}"\n'
+    dockerfiles = {"pull": f"FROM {prebuilt}\n", "overlay": f"FROM {prebuilt}\nRUN true\n", "none": None}
+
+    async def started(dockerfile: Optional[str]) -> Tuple[bool, int]:
+        files = {"task.toml": toml, "tests/test.sh": "true\n"}
+        if dockerfile is not None:
+            files["environment/Dockerfile"] = dockerfile
+        task = load_task(write(tmp_path / uuid.uuid4().hex, files))
+        workspace = tmp_path / uuid.uuid4().hex
+        workspace.mkdir()
+        async with open_task_sandbox(task, workspace, kind="docker") as box:
+            ready = await box.exec("cat /tmp/entrypoint-ready")  # at once: the HEALTHCHECK was awaited
+            return box.runs_entrypoint, ready.return_code
+
+    seen = {name: run(lambda dockerfile=dockerfile: started(dockerfile)) for name, dockerfile in dockerfiles.items()}
+    assert seen == {"pull": (True, 0), "overlay": (False, 1), "none": (False, 1)}
 
 
 @pytest.mark.docker

@@ -28,7 +28,9 @@ functions differ, so the two never name the same image.
 **The record.** Every image built here carries labels (``nemo-gym.built=1``, the content hash, the
 kind and the name it was built as). ``image_record`` gives the configuration of such an image
 (ENTRYPOINT, CMD, HEALTHCHECK, USER, WORKDIR, ENV): what the seed calls "the image's configuration
-on record". Any other image, a prebuilt ``docker_image`` included, has no record (``None``).
+on record". Any other image, a prebuilt ``docker_image`` included, has no record (``None``), unless
+a pull-mode ``environment/Dockerfile`` sits beside it (``pull_mode_base``: nothing but ``FROM`` that
+image), as the seed says: ``pulled_record`` then reads the image's own configuration.
 
 **Builds** never pull: ``pull=False``, and every ``FROM`` (and ``COPY --from``) image the
 Dockerfile names must already be on the engine, which ``ImageBuilder`` checks first (a name built
@@ -239,12 +241,14 @@ def _full_name(tag: str) -> str:
     return tag if ":" in last or "@" in tag else tag + ":latest"
 
 
-def _record(tag: str, attrs: Mapping[str, Any]) -> Optional[ImageRecord]:
+def _record(tag: str, attrs: Mapping[str, Any], *, ours: bool = True) -> Optional[ImageRecord]:
+    """The record of the image ``attrs`` describes; with ``ours``, only when it was built here as ``tag``."""
     config = attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     # Labels are inherited: an image built elsewhere FROM one of ours carries our labels, but not
     # under the name they record, so the name must match too.
-    if labels.get(BUILT_LABEL) != "1" or _full_name(str(labels.get(IMAGE_LABEL) or "")) != _full_name(tag):
+    built_here = labels.get(BUILT_LABEL) == "1" and _full_name(str(labels.get(IMAGE_LABEL) or "")) == _full_name(tag)
+    if ours and not built_here:
         return None
     healthcheck = config.get("Healthcheck") or None
     if healthcheck is not None and (healthcheck.get("Test") or ["NONE"])[0] == "NONE":
@@ -258,21 +262,51 @@ def _record(tag: str, attrs: Mapping[str, Any]) -> Optional[ImageRecord]:
         workdir=config.get("WorkingDir") or "",
         env=dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry),
         image_id=str(attrs.get("Id") or ""),
-        kind=str(labels.get(KIND_LABEL) or ""),
-        content_hash=str(labels.get(HASH_LABEL) or ""),
+        kind=str(labels.get(KIND_LABEL) or "") if built_here else "",
+        content_hash=str(labels.get(HASH_LABEL) or "") if built_here else "",
     )
+
+
+def _inspect(client: Any, tag: str) -> Optional[Mapping[str, Any]]:
+    try:
+        return client.api.inspect_image(tag)  # type: ignore[no-any-return]
+    except Exception as error:
+        if docker is not None and isinstance(error, docker.errors.ImageNotFound):
+            return None
+        raise SandboxError(f"cannot inspect the image {tag}: {error}") from error
 
 
 def image_record(client: Any, tag: str) -> Optional[ImageRecord]:
     """The record of the image ``tag`` when it was built here (it carries this module's labels,
     naming ``tag``); ``None`` for any other image, or none of that name."""
+    attrs = _inspect(client, tag)
+    return None if attrs is None else _record(tag, attrs)
+
+
+def pull_mode_base(dockerfile: str) -> Optional[str]:
+    """The image a pull-mode Dockerfile pulls: one whose only instruction is ``FROM image`` (with
+    ``--platform`` or ``AS name`` at most, and no ``ARG`` in the name); ``None`` for any other."""
+    instructions = [line for line in _instructions(dockerfile) if line.strip()]
+    found = _FROM.match(instructions[0]) if len(instructions) == 1 else None
+    words = [word for word in found.group(1).split() if not word.startswith("--")] if found else []
+    if len(words) == 3 and words[1].lower() == "as":
+        words = words[:1]
+    return words[0] if len(words) == 1 and "$" not in words[0] else None
+
+
+def pulled_record(client: Any, tag: str, dockerfile: Path) -> Optional[ImageRecord]:
+    """The record of the prebuilt image ``tag`` when ``dockerfile`` is a pull-mode Dockerfile of it
+    (``pull_mode_base`` names ``tag``): its own configuration, as the engine has it; else ``None``,
+    and for an image not on the engine (it never pulls)."""
     try:
-        attrs = client.api.inspect_image(tag)
-    except Exception as error:
-        if docker is not None and isinstance(error, docker.errors.ImageNotFound):
-            return None
-        raise SandboxError(f"cannot inspect the image {tag}: {error}") from error
-    return _record(tag, attrs)
+        text = dockerfile.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    base = pull_mode_base(text)
+    if base is None or _full_name(base) != _full_name(tag):
+        return None
+    attrs = _inspect(client, tag)
+    return None if attrs is None else _record(tag, attrs, ours=False)
 
 
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -283,6 +317,11 @@ async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T
 async def image_record_async(client: Any, tag: str) -> Optional[ImageRecord]:
     """``image_record`` in a worker thread."""
     return await _in_thread(image_record, client, tag)
+
+
+async def pulled_record_async(client: Any, tag: str, dockerfile: Path) -> Optional[ImageRecord]:
+    """``pulled_record`` in a worker thread."""
+    return await _in_thread(pulled_record, client, tag, dockerfile)
 
 
 # --- the builder -----------------------------------------------------------------------------------
@@ -518,4 +557,7 @@ __all__ = [
     "image_record",
     "image_record_async",
     "plan_builds",
+    "pull_mode_base",
+    "pulled_record",
+    "pulled_record_async",
 ]

@@ -6,9 +6,11 @@ Images, in the order each is looked for: for the agent, ``image`` (``--image``),
 ``[environment].docker_image``, else one built from ``environment/Dockerfile``; for a separate
 verifier, ``verifier_image`` (``--verifier-image``), else the image ``verifier_env`` declares or
 inherits, else one built from ``tests/`` (``image_build``: named by content, built once). An image
-built here has its configuration on record, so its ENTRYPOINT and HEALTHCHECK run; any other image
-is started with neither, as the seed says of a prebuilt image. The agent's sandbox then awaits
-``[environment.healthcheck]``, whatever its image (``healthchecks``).
+built here has its configuration on record, so its ENTRYPOINT and HEALTHCHECK run, and so has an
+agent's ``[environment].docker_image`` beside a pull-mode ``environment/Dockerfile`` (nothing but
+``FROM`` that image); any other image is started with neither, as the seed says of a prebuilt
+image. The agent's sandbox then awaits ``[environment.healthcheck]``, whatever its image
+(``healthchecks``).
 """
 
 from __future__ import annotations
@@ -65,12 +67,23 @@ def docker_client() -> Any:
 async def _image(
     client: Any, task: Task, chosen: Optional[str], kind: str, context: Optional[Path], progress: Optional[Progress]
 ) -> Tuple[str, Optional[ImageRecord]]:
-    """The image to start, and its record: ``chosen`` (with the record it has when it was built here),
-    else one built from ``context``."""
-    from nemo_gym.data.tasks.harbor.image_build import BuildPlan, ImageBuilder, content_tag, image_record_async
+    """The image to start, and its record: ``chosen`` (with the record it has when it was built here,
+    or, for the agent's ``[environment].docker_image``, when ``context`` holds a pull-mode Dockerfile
+    of it), else one built from ``context``."""
+    from nemo_gym.data.tasks.harbor.image_build import (
+        DOCKERFILE,
+        BuildPlan,
+        ImageBuilder,
+        content_tag,
+        image_record_async,
+        pulled_record_async,
+    )
 
     if chosen:
-        return chosen, await image_record_async(client, chosen)
+        record = await image_record_async(client, chosen)
+        if record is None and kind == "agent" and context is not None and chosen == task.environment.docker_image:
+            record = await pulled_record_async(client, chosen, context / DOCKERFILE)
+        return chosen, record
     assert context is not None
     plan = BuildPlan(context, content_tag(context, kind), kind, task)
     records = await ImageBuilder(client).build_many_async([plan], progress)
