@@ -17,6 +17,7 @@ from nemo_gym.data.tasks.harbor.healthchecks import HealthcheckError, run_health
 from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
 from nemo_gym.data.tasks.harbor.task import Healthcheck, TaskError, load_task
 from nemo_gym.data.tasks.harbor.validation import validate_task
+from nemo_gym.data.tasks.harbor.verification import plan_verification
 
 
 def run(check: Healthcheck, sandbox: Scripted, **options: Any) -> None:
@@ -163,3 +164,51 @@ def test_the_environment_healthcheck_runs_as_the_sandbox_starts(tmp_path):
     result = validate(write_files(tmp_path / "task", files))
     assert not result.passed and not result.steps
     assert "[environment.healthcheck] failed 1 time(s) in a row" in result.error
+
+
+# --- a step's own agent ------------------------------------------------------------------------------
+
+STEP_USERS = {
+    "task.toml": (
+        "[agent]\nuser = 'agent'\n"
+        # As the sandbox starts, as its own user: a file every step's agent can add to.
+        "[environment.healthcheck]\ncommand = 'install -m 0666 /dev/null /tmp/ran-as'\n"
+        "[[steps]]\nname = 'one'\n"
+        "[[steps]]\nname = 'two'\n[steps.agent]\nuser = 'grader'\n"
+        "[steps.healthcheck]\ncommand = 'id -un >> /tmp/ran-as'\n"
+    ),
+    "steps/one/instruction.md": "",
+    "steps/two/instruction.md": "",
+    "solution/solve.sh": "#!/bin/bash\nid -un >> /tmp/ran-as\n",
+    "steps/one/tests/verifier.py": (
+        "def verify():\n    return float(open('/tmp/ran-as').read().split() == ['agent'])\n"
+    ),
+    "steps/two/tests/verifier.py": (
+        "def verify():\n    return float(open('/tmp/ran-as').read().split() == ['agent', 'grader', 'grader'])\n"
+    ),
+}
+
+
+def test_a_steps_agent_runs_its_healthcheck_and_oracle_as_harbor_has_it(tmp_path):
+    task_dir = write_files(tmp_path / "task", STEP_USERS)
+    task = load_task(task_dir)
+    assert [task.agent_user_of(step) for step in (None, "one", "two")] == ["agent", "agent", "grader"]
+    # No [verifier].user, and an agent user for the step: its verifier runs as root (the seed's rule).
+    assert plan_verification(task, step="two").user == "root"
+    result = validate(task_dir)
+    assert result.passed, result
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ("[steps.agent]\nuser = '-x'\n", r"steps\[0\].agent.user = '-x' is not a user name"),
+        ("agent = 'x'\n", r"\[steps\[0\].agent\] must be a table"),
+    ],
+)
+def test_a_bad_step_agent_names_its_key(tmp_path, table, key):
+    task = write_files(
+        tmp_path / "task", {"task.toml": f"[[steps]]\nname = 's'\n{table}", "steps/s/instruction.md": ""}
+    )
+    with pytest.raises(TaskError, match=key):
+        load_task(task)

@@ -1,7 +1,8 @@
-"""Task healthchecks against Harbor's own code: ``TaskConfig`` reads ``[environment.healthcheck]`` and
-``[steps.healthcheck]`` as ``load_task`` does, and ``BaseEnvironment.run_healthcheck`` waits, counts
-and gives up as ``healthchecks.run_healthcheck`` does, on the same scripted attempts and clock. A
-timed-out attempt is where the two differ, as decided (``healthchecks``' docstring)."""
+"""Task healthchecks against Harbor's own code: ``TaskConfig`` reads ``[environment.healthcheck]``,
+``[steps.healthcheck]`` and a step's agent user as ``load_task`` does, and
+``BaseEnvironment.run_healthcheck`` waits, counts and gives up as ``healthchecks.run_healthcheck``
+does, on the same scripted attempts and clock. A timed-out attempt is where the two differ, as
+decided (``healthchecks``' docstring)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ TABLES = [
     '[environment.healthcheck]\ncommand = "curl -f localhost"\ninterval_sec = 0.5\ntimeout_sec = 2\n'
     "start_period_sec = 30\nstart_interval_sec = 0.25\nretries = 0\n",
     '[[steps]]\nname = "one"\n[steps.healthcheck]\ncommand = "true"\nretries = 7\n',
+    '[agent]\nuser = "agent"\n[[steps]]\nname = "one"\n[steps.agent]\nuser = 1001\n',
+    '[agent]\nuser = "agent"\n[[steps]]\nname = "one"\n',
 ]
 
 
@@ -46,6 +49,10 @@ def test_harbor_reads_the_tables_as_load_task_does(tmp_path, toml):
 
     assert as_dict(ours.environment.healthcheck) == _fields(theirs.environment.healthcheck)
     assert [as_dict(step.healthcheck) for step in ours.steps] == [_fields(s.healthcheck) for s in theirs.steps or []]
+    # Who a step's agent (and its healthcheck) runs as: Harbor's Trial._step_agent_user.
+    assert [ours.agent_user_of(step.name) for step in ours.steps] == [
+        s.agent.user if s.agent.user is not None else theirs.agent.user for s in theirs.steps or []
+    ]
 
 
 class HarborScripted(Scripted):

@@ -8,8 +8,9 @@ by ``interval_sec`` of waiting. Whether an attempt falls in the start period is 
 
 The command runs in the sandbox's working directory with its environment, as the user Harbor has as
 the default then: the sandbox's own for ``[environment.healthcheck]`` (no agent has run yet), and
-``[agent].user`` for a step's, which follows an agent's step. So a healthcheck never runs with more
-rights than the agent whose files it may meet (a program the agent planted on ``PATH``).
+the step's agent for a step's (``Task.agent_user_of``), which follows an agent's step. So a
+healthcheck never runs with more rights than the agent whose files it may meet (a program the agent
+planted on ``PATH``).
 
 Where this differs from Harbor, on purpose: an attempt that outlives ``timeout_sec`` counts as a
 failure, as Docker counts it (Harbor's exec raises there, ending the whole check at once); and

@@ -336,8 +336,7 @@ def _environment(task: Task, row: bool, base_image: str, files: Dict[str, ShimFi
             "a separate verifier inherits [environment], which publishing rewrites (it drops docker_image and sets "
             "workdir); give the verifier its own [verifier.environment], or the task its own environment/Dockerfile"
         )
-    named = [task.agent_user, task.verifier.user, *(step.verifier.user for step in task.steps)]
-    users = sorted({str(user).partition(":")[0] for user in named if user is not None} - {"root", "0"})
+    users = sorted({str(user).partition(":")[0] for user in task.named_users()} - {"root", "0"})
     if any(not _USER.fullmatch(user) for user in users):
         raise _Refused(f"a user name in task.toml ({', '.join(users)}) is not one publishing writes in a Dockerfile")
     agent = None if task.agent_user in (None, "root", 0) else str(task.agent_user)

@@ -138,6 +138,7 @@ class StepConfig:
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     artifacts: Tuple[Artifact, ...] = ()
     healthcheck: Optional[Healthcheck] = None  # run after the step's setup, before its agent
+    agent_user: Optional[User] = None  # [steps.agent].user (``Task.agent_user_of``)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,19 @@ class Task:
                 return step
         known = ", ".join(step.name for step in self.steps) or "none"
         raise TaskError(f"{self.path / 'task.toml'}: no step named {name!r} (steps: {known})")
+
+    def agent_user_of(self, step: Optional[str]) -> Optional[User]:
+        """Who the agent of ``step`` (``None``: of the task) runs as: the step's ``[steps.agent].user``,
+        else ``[agent].user`` (Harbor's ``_step_agent_user``)."""
+        own = self.step(step).agent_user if step is not None else None
+        return own if own is not None else self.agent_user
+
+    def named_users(self) -> List[User]:
+        """Every user ``task.toml`` names, agents' and verifiers', the task's and its steps'."""
+        named = [self.agent_user, self.verifier.user]
+        for step in self.steps:
+            named += [step.agent_user, step.verifier.user]
+        return [user for user in named if user is not None]
 
 
 # --- reading TOML tables -------------------------------------------------------------------------
@@ -602,7 +616,9 @@ def _steps(
         _check_destinations([*artifacts, *own], where)
         verifier = verifier_config(table, where, f"steps[{index}].verifier")
         healthcheck = healthcheck_config(item.get("healthcheck"), where, f"steps[{index}].healthcheck")
-        steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own), healthcheck))
+        agent = _table(item, "agent", where, f"[steps[{index}].agent]") or {}
+        agent_user = _user(agent.get("user"), where, f"steps[{index}].agent.user")
+        steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own), healthcheck, agent_user))
     if len({step.name for step in steps}) != len(steps):
         raise TaskError(f"{where}: two [[steps]] share a name")
     return tuple(steps)

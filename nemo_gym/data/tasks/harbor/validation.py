@@ -2,13 +2,14 @@
 
 The oracle runs as Harbor's does (``agents/oracle.py``): ``solution/`` is copied to ``/solution``
 and ``(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1`` runs from the task's working directory,
-as ``[agent].user``, with ``DEBIAN_FRONTEND=noninteractive`` and ``[solution].env``. A task with
-``solution/answer.md`` (or a row with a ``solution`` field) instead has that file written byte for
-byte to ``answer.md`` in the working directory, as the task's user, through ``base64`` (so the image
-needs that tool), and its text submitted as the response. A multi-step task runs, for each step in
-order and in one sandbox, what Harbor runs before the agent (``steps/<name>/workdir/`` copied into
-the working directory, then its ``setup.sh``, then its ``[steps.healthcheck]`` as ``[agent].user``),
-the step's oracle (``steps/<name>/solution/``, else ``solution/``), and the step's verification.
+as the agent (``[agent].user``; a step's ``[steps.agent].user`` first), with
+``DEBIAN_FRONTEND=noninteractive`` and ``[solution].env``. A task with ``solution/answer.md`` (or a
+row with a ``solution`` field) instead has that file written byte for byte to ``answer.md`` in the
+working directory, as the task's user, through ``base64`` (so the image needs that tool), and its
+text submitted as the response. A multi-step task runs, for each step in order and in one sandbox,
+what Harbor runs before the agent (``steps/<name>/workdir/`` copied into the working directory, then
+its ``setup.sh``, then its ``[steps.healthcheck]``, as the step's agent), the step's oracle
+(``steps/<name>/solution/``, else ``solution/``), and the step's verification.
 
 The workspace starts empty and belongs to ``[agent].user`` (a task's Dockerfile gives its agent
 its working directory; a sandbox that does not build it must do the same): the oracle, not a solved
@@ -129,20 +130,18 @@ async def prepare_step(task: Task, step: str, sandbox: Sandbox) -> None:
     agent; a failing setup or healthcheck fails the step."""
     folder = task.path / "steps" / step / "workdir"
     if folder.is_dir():
-        await _setup(task, folder, sandbox)
+        await _setup(task, folder, sandbox, task.agent_user_of(step))
     for index, config in enumerate(task.steps):
         if config.name == step and config.healthcheck is not None:
             key = f"{task.path / 'task.toml'}: steps[{index}].healthcheck"
-            await run_healthcheck(sandbox, config.healthcheck, user=task.agent_user, key=key)
+            await run_healthcheck(sandbox, config.healthcheck, user=task.agent_user_of(step), key=key)
 
 
-async def _setup(task: Task, folder: Path, sandbox: Sandbox) -> None:
-    await _stage_folder(sandbox, folder, sandbox.workdir, task.agent_user, replace=False)
+async def _setup(task: Task, folder: Path, sandbox: Sandbox, user: Optional[User]) -> None:
+    await _stage_folder(sandbox, folder, sandbox.workdir, user, replace=False)
     if (folder / "setup.sh").is_file():
         setup = shlex.quote(f"{sandbox.workdir.rstrip('/')}/setup.sh")
-        ran = await sandbox.exec(
-            f"bash {setup}", cwd=sandbox.workdir, user=task.agent_user, timeout_s=ORACLE_TIMEOUT_SEC
-        )
+        ran = await sandbox.exec(f"bash {setup}", cwd=sandbox.workdir, user=user, timeout_s=ORACLE_TIMEOUT_SEC)
         if ran.return_code != 0:
             raise TaskError(
                 f"{folder / 'setup.sh'}: exited with {ran.return_code}: {(ran.stdout + ran.stderr).strip()[-500:]}"
@@ -155,7 +154,7 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Oracl
     row_answer = task.task_data.get("solution") if task.path == task.dataset_root else None
     if folder is None and not isinstance(row_answer, str):
         raise TaskError(f"{task.path}: no solution/ folder: the oracle of {task.id!r} has nothing to run")
-    user = task.agent_user
+    user = task.agent_user_of(step)
     # A parameterized row's "solution" field is its answer.md.
     answer_file = folder / "answer.md" if folder is not None else None
     answer: Optional[bytes] = row_answer.encode("utf-8") if isinstance(row_answer, str) else None
@@ -181,11 +180,14 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Oracl
         raise TaskError(f"{folder}: holds neither answer.md nor solve.sh")
     await _stage_folder(sandbox, folder, SOLUTION_DIR, None, replace=True)
     logs = shlex.quote(ORACLE_LOG.rsplit("/", 1)[0])
-    made = await sandbox.exec(f"mkdir -p {logs} && chmod 777 {logs}", cwd="/", user=sandbox.admin_user, timeout_s=60)
+    log = shlex.quote(ORACLE_LOG)
+    # The step before may have left its log, as another user (Harbor empties /logs/agent per step).
+    made = await sandbox.exec(
+        f"mkdir -p {logs} && chmod 777 {logs} && rm -f {log}", cwd="/", user=sandbox.admin_user, timeout_s=60
+    )
     if made.return_code != 0:
         raise SandboxError(f"the oracle's log folder could not be made: {made.stderr.strip()}")
     env = {"DEBIAN_FRONTEND": "noninteractive", **_solution_env(task)}
-    log = shlex.quote(ORACLE_LOG)
     ran = await sandbox.exec(
         f"({SOLUTION_DIR}/solve.sh) > {log} 2>&1; status=$?; tail -c {OUTPUT_TAIL_CHARS} {log}; exit $status",
         cwd=sandbox.workdir,

@@ -225,8 +225,8 @@ def plan_verification(
     env = resolve_env(env_table, source, where=where)
     used_secrets = tuple(value for key, value in env.items() if value and _template_name(env_table[key]) in secrets)
     user = config.user if config.user is not None else task.verifier.user
-    if user is None and task.agent_user is not None:
-        user = "root"  # the contract: no record of the image's user and [agent].user set
+    if user is None and task.agent_user_of(step) is not None:
+        user = "root"  # the contract: no record of the image's user and [agent].user (the step's) set
     seconds = timeout_sec if timeout_sec is not None else config.timeout_sec * task.timeout_multiplier
     return VerificationPlan(
         kind=choice.kind,

@@ -161,13 +161,13 @@ async def open_task_sandbox(
         raise TaskError(f"unknown sandbox {kind!r}: choose one of {', '.join(SANDBOX_KINDS)}")
     from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
 
-    users = [task.agent_user, task.verifier.user, *(step.verifier.user for step in task.steps)]
+    users = task.named_users()
     local = LocalSandbox(
         workspace,
         env=env,
         workdir=working_directory(task),
         mounts=mounts,
-        users=[user for user in users if user is not None],
+        users=users,
     )
     async with local:
         await _healthy(task, local)
