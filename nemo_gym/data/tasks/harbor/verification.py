@@ -69,6 +69,10 @@ ENTRYPOINT_FAILED = "harbor:entrypoint_failed"
 # Staging failed for want of space: still a mask (a neighbour's fill looks the same from inside the
 # sandbox), but counted apart, so that a policy that learns to fill its disk shows as a rising count.
 DISK_FULL = "disk_full"
+# Grading failed in a sandbox whose own limits (its pids or memory) left it no room. Only what runs
+# inside a container counts against them, so that is the agent's doing (a fill it left behind) or the
+# verifier's: scored 0, never masked (red team 34), and logged.
+RESOURCES_EXHAUSTED = "resources_exhausted"
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
@@ -282,7 +286,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     if alive is False:
         outcome = masked(ENTRYPOINT_FAILED, "the image's ENTRYPOINT died before grading", entrypoint_output)
     else:
-        outcome = await _grade(plan, sandbox, verifier)
+        outcome = await _unless_exhausted(await _grade(plan, sandbox, verifier), sandbox)
         if outcome.masked and alive:
             # An entrypoint that has just died can still read as running, and its container stops
             # under the grading: asked again, the engine knows.
@@ -304,6 +308,26 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     if outcome.masked:  # counted and logged once redacted: a provider's fault may quote the env
         count_mask(outcome)
     return outcome
+
+
+async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox) -> VerificationOutcome:
+    """A ``sandbox_error`` mask, unless the sandbox says its own limits left grading no room (its
+    ``exhausted``, asked only here): then a 0 (``RESOURCES_EXHAUSTED``). An agent that fills its
+    container's memory with what no process owns (shared memory, tmpfs files) or holds every pid it
+    may have gets grading's own shell killed or unable to fork; that was a mask."""
+    exhausted = sandbox_option(sandbox, "exhausted", None)
+    if outcome.mask_reason != "sandbox_error" or exhausted is None:
+        return outcome
+    try:
+        reason = await exhausted()
+    except Exception as error:  # the sandbox cannot say: the mask stands
+        LOGGER.warning("could not tell whether the sandbox was exhausted: %s", error)
+        return outcome
+    if reason is None:
+        return outcome
+    LOGGER.warning("scored 0: the sandbox had no room left for grading (%s)", reason)
+    detail = f"the sandbox had no room left for grading: {reason}; {outcome.detail}"
+    return VerificationOutcome(reward=0.0, failure_kind=RESOURCES_EXHAUSTED, detail=detail, stdout=outcome.stdout)
 
 
 async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:
@@ -672,6 +696,7 @@ __all__ = [
     "MAX_REWARD_BYTES",
     "PYTHON",
     "REDACTION_MARGIN_BYTES",
+    "RESOURCES_EXHAUSTED",
     "STDOUT_TAIL_BYTES",
     "TAMPERING",
     "TEST_SH",

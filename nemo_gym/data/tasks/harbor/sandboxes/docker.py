@@ -66,6 +66,12 @@ _ENTRYPOINT_LINES = 20  # the lines of its output an entrypoint's failure quotes
 # container with its status. Its output is the container's log, and nothing else is.
 _KEEP_ALIVE = '"$@"; status=$?; if [ "$status" -ne 0 ]; then exit "$status"; fi; exec sleep infinity'
 _KEEP_ALIVE_COMMAND = ["sh", "-c", "sleep infinity"]
+# What grading needs free in the container at once, below which a grading that failed there is the
+# container's own exhaustion (``exhaustion``): about a dozen processes (its shell, a tool it runs,
+# timeout, bash, the runner and its key holder, test.sh's stat), and room for a shell, tar and a bare
+# Python runner (some 30-40 MiB), with a margin.
+GRADING_PIDS = 16
+GRADING_MEMORY_BYTES = 64 << 20
 NO_NETWORK = ("none", "no-network")  # Docker's name, and Harbor's
 DEFAULT_NETWORK = ("public",)
 _SECOND_NS = 1_000_000_000
@@ -90,6 +96,26 @@ def _feed(connection: Any, data: bytes) -> None:
         connection.shutdown(socket.SHUT_WR)
     except OSError:
         pass
+
+
+def exhaustion(stats: Mapping[str, Any], memory_limit: int) -> Optional[str]:
+    """Why a container whose engine ``stats`` these are has no room left for grading, or ``None``:
+    fewer than ``GRADING_PIDS`` processes free under its pids limit, or less than
+    ``GRADING_MEMORY_BYTES`` under its memory limit (``memory_limit`` bytes, 0 for none) that the
+    kernel cannot reclaim: its usage past the inactive page cache, so shared memory and tmpfs files,
+    which no process owns and no OOM kill frees, count in full."""
+    pids = stats.get("pids_stats") or {}
+    current, limit = pids.get("current"), pids.get("limit")
+    if isinstance(current, int) and isinstance(limit, int) and 0 < limit < 1 << 62 and limit - current < GRADING_PIDS:
+        return f"{current} of its {limit} processes are in use"
+    memory = stats.get("memory_stats") or {}
+    usage, detail = memory.get("usage"), memory.get("stats") or {}
+    cache = detail.get("total_inactive_file", detail.get("inactive_file"))  # cgroup v1, v2
+    if memory_limit > 0 and isinstance(usage, int):
+        used = usage - (cache if isinstance(cache, int) else 0)
+        if memory_limit - used < GRADING_MEMORY_BYTES:
+            return f"{used >> 20} MiB of its {memory_limit >> 20} MiB of memory cannot be reclaimed"
+    return None
 
 
 def _single_file_tar(data: bytes, name: str) -> bytes:
@@ -121,6 +147,8 @@ class DockerSandbox:
     - ``network``: ``"none"`` (or Harbor's ``"no-network"``) gives the container no network but
       loopback; ``None`` (or ``"public"``) the engine's default. Anything else (an allowlist) is
       refused: the Docker sandbox cannot enforce one.
+    - ``pids_limit``: the most processes the container may hold (no task key sets it; an operator's
+      guard for the host: without it, an agent's fork bomb takes the host's pids).
     - ``cpus``, ``memory_mb``: the container's limits (``[environment].cpus``/``memory_mb``); a CPU
       limit above the engine's CPU count is lowered to it (the engine refuses more). A CPU limit
       also sets ``CPU_COUNT_HINTS`` to it, rounded down (at least 1), each unless ``env`` or the
@@ -151,6 +179,7 @@ class DockerSandbox:
         cpus: Optional[float] = None,
         memory_mb: Optional[int] = None,
         health_timeout_s: Optional[float] = None,
+        pids_limit: Optional[int] = None,
     ) -> None:
         if docker is None and client is None:
             raise SandboxError(
@@ -165,12 +194,17 @@ class DockerSandbox:
             raise ValueError(f"cpus must be a number above 0, not {cpus!r}")
         if memory_mb is not None and (isinstance(memory_mb, bool) or int(memory_mb) != memory_mb or memory_mb <= 0):
             raise ValueError(f"memory_mb must be a whole number above 0, not {memory_mb!r}")
+        if pids_limit is not None and (
+            isinstance(pids_limit, bool) or not isinstance(pids_limit, int) or pids_limit <= 0
+        ):
+            raise ValueError(f"pids_limit must be a whole number above 0, not {pids_limit!r}")
         self.record = record
         # The image's ENTRYPOINT runs only from its record, and ENTRYPOINT [] turns it off.
         self.runs_entrypoint = bool(record is not None and record.entrypoint)
         self._network_none = network in NO_NETWORK
         self._cpus = cpus
         self._memory_mb = memory_mb
+        self._pids_limit = pids_limit
         self._health_timeout_s = health_timeout_s
         self._entrypoint_log: Optional[str] = None  # kept when a failed start removes the container
         self.image = image
@@ -238,6 +272,8 @@ class DockerSandbox:
             options["nano_cpus"] = round(cpus * _SECOND_NS)
         if self._memory_mb is not None:
             options["mem_limit"] = int(self._memory_mb) * 1024 * 1024
+        if self._pids_limit is not None:
+            options["pids_limit"] = self._pids_limit
         return options
 
     def _healthcheck(self) -> Optional[Dict[str, Any]]:
@@ -394,6 +430,20 @@ class DockerSandbox:
                 container.wait(timeout=60)
 
         await _in_thread(kill)
+
+    async def exhausted(self) -> Optional[str]:
+        """Why the container's own pids or memory limit leaves grading no room (``exhaustion``), or
+        ``None``: asked once grading has failed there, from the engine's stats and the container's
+        limits as they are now (two round trips)."""
+        container = self._require()
+
+        def read() -> Optional[str]:
+            container.reload()
+            memory_limit = (container.attrs.get("HostConfig") or {}).get("Memory") or 0
+            stats = self._client.api.stats(container.id, stream=False, one_shot=True)
+            return exhaustion(stats or {}, int(memory_limit))
+
+        return await _in_thread(read)
 
     async def pause(self) -> None:
         """Freezes every process of the container (the cgroup freezer): its files can be copied out
@@ -614,7 +664,10 @@ class DockerSandbox:
 __all__ = [
     "CPU_COUNT_HINTS",
     "DEFAULT_NETWORK",
+    "GRADING_MEMORY_BYTES",
+    "GRADING_PIDS",
     "MAX_ENTRYPOINT_OUTPUT_BYTES",
     "NO_NETWORK",
     "DockerSandbox",
+    "exhaustion",
 ]
