@@ -138,10 +138,10 @@ def test_memory_no_process_owns_scores_0_not_a_mask(docker_client, tmp_path):
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     if outcome.failure_kind != "harbor:missing_reward":  # the OOM killer took the runner: a 0 already
         assert outcome.failure_kind == RESOURCES_EXHAUSTED, outcome
-        assert "MiB of memory" in outcome.detail, outcome
+        assert "for want of memory under its 128 MiB limit" in outcome.detail, outcome
 
 
 def test_a_full_pids_cgroup_scores_0_not_a_mask(docker_client, tmp_path):
     outcome = graded(docker_client, tmp_path, FILL_PIDS, pids_limit=64)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
-    assert "processes are in use" in outcome.detail, outcome
+    assert "could not start a process under its pids limit of 64" in outcome.detail, outcome

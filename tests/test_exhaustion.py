@@ -5,7 +5,7 @@ and scoring it 0 rather than masking it (``verification``); the attacks themselv
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -51,30 +51,76 @@ def test_exhaustion(given, memory_limit, expected):
     assert exhaustion(given, memory_limit) == expected
 
 
+@pytest.mark.parametrize(
+    ("given", "memory_limit", "events", "expected"),
+    [
+        # What the agent frees the moment grading failed does not hide what happened during it: an
+        # OOM kill under the memory limit, a fork that failed under the pids limit.
+        (
+            stats(usage=MIB),
+            LIMIT,
+            {"oom_kills": 2},
+            "the kernel killed 2 process(es) for want of memory under its 256 MiB limit",
+        ),
+        (stats(usage=MIB), 0, {"oom_kills": 2}, None),  # no limit of its own: the host's OOM, a neighbour's doing
+        (
+            stats(pids={"current": 5, "limit": 64}),
+            LIMIT,
+            {"fork_failed": True},
+            "grading could not start a process under its pids limit of 64",
+        ),
+        (stats(pids={"current": 5}), LIMIT, {"fork_failed": True}, None),  # no pids limit: the host's pids
+    ],
+)
+def test_exhaustion_during_grading(given, memory_limit, events, expected):
+    assert exhaustion(given, memory_limit, **events) == expected
+
+
 class Exhausted:
     def __init__(self, answer: Any) -> None:
         self.answer = answer
         self.asked = 0
+        self.questions: List[Tuple[float, bool]] = []
 
-    async def exhausted(self) -> Optional[str]:
+    async def exhausted(self, *, since: float, fork_failed: bool = False) -> Optional[str]:
         self.asked += 1
+        self.questions.append((since, fork_failed))
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer  # type: ignore[no-any-return]
 
 
 def decide(outcome: VerificationOutcome, sandbox: Any) -> VerificationOutcome:
-    return asyncio.run(_unless_exhausted(outcome, sandbox))
+    return asyncio.run(_unless_exhausted(outcome, sandbox, 1234.5))
 
 
 def test_a_sandbox_error_in_an_exhausted_sandbox_scores_0():
     sandbox = Exhausted("60 of its 64 processes are in use")
-    outcome = decide(masked("sandbox_error", "grading failed in the sandbox (exit 254): fork"), sandbox)
+    outcome = decide(masked("sandbox_error", "grading failed in the sandbox (exit 137): "), sandbox)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED)
     assert outcome.detail == (
         "the sandbox had no room left for grading: 60 of its 64 processes are in use; "
-        "grading failed in the sandbox (exit 254): fork"
+        "grading failed in the sandbox (exit 137): "
     )
+    assert sandbox.questions == [(1234.5, False)]
+
+
+@pytest.mark.parametrize(
+    ("detail", "fork_failed"),
+    [
+        ("grading failed in the sandbox (exit 254): environment: fork: retry: Resource temporarily unavailable", True),
+        (
+            "exec in the container failed: OCI runtime exec failed: fork/exec /bin/bash: resource temporarily unavailable",
+            True,
+        ),
+        ("exec in the container failed: [Errno 11] Resource temporarily unavailable", False),  # a socket's EAGAIN
+        ("grading failed in the sandbox (exit 1): fork", False),
+    ],
+)
+def test_the_sandbox_hears_whether_grading_could_not_fork(detail, fork_failed):
+    sandbox = Exhausted(None)
+    decide(masked("sandbox_error", detail), sandbox)
+    assert sandbox.questions == [(1234.5, fork_failed)]
 
 
 @pytest.mark.parametrize(

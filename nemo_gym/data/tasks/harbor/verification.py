@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -286,7 +287,8 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     if alive is False:
         outcome = masked(ENTRYPOINT_FAILED, "the image's ENTRYPOINT died before grading", entrypoint_output)
     else:
-        outcome = await _unless_exhausted(await _grade(plan, sandbox, verifier), sandbox)
+        started = time.time()
+        outcome = await _unless_exhausted(await _grade(plan, sandbox, verifier), sandbox, started)
         if outcome.masked and alive:
             # An entrypoint that has just died can still read as running, and its container stops
             # under the grading: asked again, the engine knows.
@@ -310,16 +312,20 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     return outcome
 
 
-async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox) -> VerificationOutcome:
-    """A ``sandbox_error`` mask, unless the sandbox says its own limits left grading no room (its
-    ``exhausted``, asked only here): then a 0 (``RESOURCES_EXHAUSTED``). An agent that fills its
-    container's memory with what no process owns (shared memory, tmpfs files) or holds every pid it
-    may have gets grading's own shell killed or unable to fork; that was a mask."""
+# How bash (and the engine's runtime) say a fork failed for want of a process: EAGAIN.
+_FORK_FAILED = re.compile(r"fork\b.*resource temporarily unavailable", re.IGNORECASE)
+
+
+async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox, since: float) -> VerificationOutcome:
+    """A ``sandbox_error`` mask, unless the sandbox says its own limits left grading, begun at
+    ``since``, no room (its ``exhausted``, asked only here): then a 0 (``RESOURCES_EXHAUSTED``). An
+    agent that fills its container's memory with what no process owns (shared memory, tmpfs files)
+    or holds every pid it may have gets grading's own shell killed or unable to fork; that was a mask."""
     exhausted = sandbox_option(sandbox, "exhausted", None)
     if outcome.mask_reason != "sandbox_error" or exhausted is None:
         return outcome
     try:
-        reason = await exhausted()
+        reason = await exhausted(since=since, fork_failed=bool(_FORK_FAILED.search(outcome.detail)))
     except Exception as error:  # the sandbox cannot say: the mask stands
         LOGGER.warning("could not tell whether the sandbox was exhausted: %s", error)
         return outcome

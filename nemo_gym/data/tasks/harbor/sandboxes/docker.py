@@ -15,6 +15,7 @@ import math
 import socket
 import tarfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
@@ -98,20 +99,33 @@ def _feed(connection: Any, data: bytes) -> None:
         pass
 
 
-def exhaustion(stats: Mapping[str, Any], memory_limit: int) -> Optional[str]:
-    """Why a container whose engine ``stats`` these are has no room left for grading, or ``None``:
-    fewer than ``GRADING_PIDS`` processes free under its pids limit, or less than
-    ``GRADING_MEMORY_BYTES`` under its memory limit (``memory_limit`` bytes, 0 for none) that the
-    kernel cannot reclaim: its usage past the inactive page cache, so shared memory and tmpfs files,
-    which no process owns and no OOM kill frees, count in full."""
+def exhaustion(
+    stats: Mapping[str, Any], memory_limit: int, *, oom_kills: int = 0, fork_failed: bool = False
+) -> Optional[str]:
+    """Why a container has no room left for grading, or ``None``, from the engine's ``stats`` of it,
+    its ``memory_limit`` (bytes, 0 for none), the OOM kills in it since grading began and whether
+    grading's output says a fork failed for want of a process (``EAGAIN``):
+    - under a pids limit: grading could not fork, or fewer than ``GRADING_PIDS`` processes are free;
+    - under a memory limit: the kernel killed a process for want of memory during grading, or less
+      than ``GRADING_MEMORY_BYTES`` is left that it could reclaim (usage past the inactive page
+      cache: shared memory and tmpfs files, which no process owns and no OOM kill frees, count).
+    The events and the failed fork count even where the stats show room again: a process of the
+    agent's may free what it held the moment grading failed, before the host asks."""
     pids = stats.get("pids_stats") or {}
     current, limit = pids.get("current"), pids.get("limit")
-    if isinstance(current, int) and isinstance(limit, int) and 0 < limit < 1 << 62 and limit - current < GRADING_PIDS:
-        return f"{current} of its {limit} processes are in use"
+    if isinstance(limit, int) and 0 < limit < 1 << 62:
+        if fork_failed:
+            return f"grading could not start a process under its pids limit of {limit}"
+        if isinstance(current, int) and limit - current < GRADING_PIDS:
+            return f"{current} of its {limit} processes are in use"
+    if memory_limit <= 0:
+        return None
+    if oom_kills > 0:
+        return f"the kernel killed {oom_kills} process(es) for want of memory under its {memory_limit >> 20} MiB limit"
     memory = stats.get("memory_stats") or {}
     usage, detail = memory.get("usage"), memory.get("stats") or {}
     cache = detail.get("total_inactive_file", detail.get("inactive_file"))  # cgroup v1, v2
-    if memory_limit > 0 and isinstance(usage, int):
+    if isinstance(usage, int):
         used = usage - (cache if isinstance(cache, int) else 0)
         if memory_limit - used < GRADING_MEMORY_BYTES:
             return f"{used >> 20} MiB of its {memory_limit >> 20} MiB of memory cannot be reclaimed"
@@ -431,17 +445,24 @@ class DockerSandbox:
 
         await _in_thread(kill)
 
-    async def exhausted(self) -> Optional[str]:
-        """Why the container's own pids or memory limit leaves grading no room (``exhaustion``), or
-        ``None``: asked once grading has failed there, from the engine's stats and the container's
-        limits as they are now (two round trips)."""
+    async def exhausted(self, *, since: float, fork_failed: bool = False) -> Optional[str]:
+        """Why the container's own pids or memory limit left grading no room (``exhaustion``), or
+        ``None``: asked once grading, begun at ``since`` (``time.time()``), has failed there; from the
+        container's limits, the engine's stats and its record of OOM kills since then (three round
+        trips, the last waiting for the engine's clock to pass the present second)."""
         container = self._require()
 
         def read() -> Optional[str]:
             container.reload()
-            memory_limit = (container.attrs.get("HostConfig") or {}).get("Memory") or 0
-            stats = self._client.api.stats(container.id, stream=False, one_shot=True)
-            return exhaustion(stats or {}, int(memory_limit))
+            memory_limit = int((container.attrs.get("HostConfig") or {}).get("Memory") or 0)
+            stats = self._client.api.stats(container.id, stream=False, one_shot=True) or {}
+            kills = 0
+            if memory_limit > 0:
+                events = self._client.api.events(
+                    since=int(since), until=int(time.time()) + 1, filters={"container": container.id, "event": "oom"}
+                )
+                kills = sum(1 for _ in events)
+            return exhaustion(stats, memory_limit, oom_kills=kills, fork_failed=fork_failed)
 
         return await _in_thread(read)
 
