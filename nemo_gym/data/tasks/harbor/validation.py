@@ -126,8 +126,8 @@ async def _stage_folder(sandbox: Sandbox, folder: Path, target: str, owner: Opti
 
 async def prepare_step(task: Task, step: str, sandbox: Sandbox) -> None:
     """What Harbor runs before a step's agent: ``steps/<step>/workdir/`` copied into the working
-    directory, then ``bash <workdir>/setup.sh``, then the step's ``[steps.healthcheck]``, both as the
-    agent; a failing setup or healthcheck fails the step."""
+    directory, then ``bash <workdir>/setup.sh``, then the step's ``[steps.healthcheck]``, all as the
+    step's agent; a failing setup or healthcheck fails the step."""
     folder = task.path / "steps" / step / "workdir"
     if folder.is_dir():
         await _setup(task, folder, sandbox, task.agent_user_of(step))
