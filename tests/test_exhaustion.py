@@ -23,9 +23,10 @@ LIMIT = 256 * MIB
 
 
 def stats(
-    *, pids: Optional[Dict[str, int]] = None, usage: int = 0, inactive: int = 0, v2: bool = False
+    *, pids: Optional[Dict[str, int]] = None, usage: int = 0, inactive: int = 0, active: int = 0, v2: bool = False
 ) -> Dict[str, Any]:
-    detail = {"inactive_file" if v2 else "total_inactive_file": inactive}
+    prefix = "" if v2 else "total_"
+    detail = {f"{prefix}inactive_file": inactive, f"{prefix}active_file": active}
     return {"pids_stats": pids or {"current": 3}, "memory_stats": {"usage": usage, "stats": detail, "limit": LIMIT}}
 
 
@@ -36,6 +37,9 @@ def stats(
         (stats(usage=LIMIT - 8 * MIB, v2=True), LIMIT, "248 MiB of its 256 MiB of memory cannot be reclaimed"),
         # Page cache the kernel can drop is room: a container full of cached reads is not exhausted.
         (stats(usage=LIMIT - 8 * MIB, inactive=100 * MIB), LIMIT, None),
+        # Active page cache too (red team 35: a file read a few times is active, and the kernel drops it).
+        (stats(usage=LIMIT - 8 * MIB, active=100 * MIB), LIMIT, None),
+        (stats(usage=LIMIT - 8 * MIB, active=100 * MIB, v2=True), LIMIT, None),
         (stats(usage=LIMIT - GRADING_MEMORY_BYTES), LIMIT, None),
         (stats(usage=LIMIT - GRADING_MEMORY_BYTES + 1), LIMIT, "192 MiB of its 256 MiB of memory cannot be reclaimed"),
         # No memory limit: the engine reports the host's memory as the limit, which is no container's own.

@@ -95,7 +95,12 @@ def test_the_tables_are_read_with_harbors_defaults(tmp_path):
         ('[environment.healthcheck]\ncommand = "a\\u0000b"', r"environment.healthcheck.command holds a NUL"),
         ("[environment.healthcheck]\ncommand = 'x'\ninterval_sec = -1", r"environment.healthcheck.interval_sec must"),
         ("[environment.healthcheck]\ncommand = 'x'\ntimeout_sec = nan", r"environment.healthcheck.timeout_sec must"),
-        ("[environment.healthcheck]\ncommand = 'x'\nstart_period_sec = '5'", r"start_period_sec must be a finite"),
+        ("[environment.healthcheck]\ncommand = 'x'\nstart_period_sec = '5'", r"start_period_sec must be a number"),
+        (
+            "[environment.healthcheck]\ncommand = 'x'\nstart_period_sec = 1e308",
+            r"from 0 to 86400 \(a day\), not 1e\+308",
+        ),
+        ("[environment.healthcheck]\ncommand = 'x'\ninterval_sec = 86401", r"interval_sec must be a number of seconds"),
         (
             "[environment.healthcheck]\ncommand = 'x'\nretries = true",
             r"environment.healthcheck.retries must be a whole",
@@ -212,3 +217,28 @@ def test_a_bad_step_agent_names_its_key(tmp_path, table, key):
     )
     with pytest.raises(TaskError, match=key):
         load_task(task)
+
+
+def test_the_environment_healthcheck_meets_the_agents_files_as_the_agent(tmp_path):
+    # gym-harbor verify starts the sandbox with the agent's workspace inside (red team 35): a healthcheck
+    # run there as root would run the agent's code as root (python3 -c puts the working directory first
+    # on sys.path), which could then forge the reward during grading. With the agent's files inside, it
+    # runs as [agent].user, as a step's healthcheck does.
+    task = write_files(
+        tmp_path / "task",
+        {
+            "task.toml": "[agent]\nuser = 'agent'\n[environment.healthcheck]\ncommand = \"python3 -c 'import socket'\"\nretries = 0\n",
+            "tests/test.sh": "",
+        },
+    )
+    workspace = write_files(
+        tmp_path / "workspace", {"socket.py": "import os\nprint('ran as', os.getuid())\nraise SystemExit(3)\n"}
+    )
+
+    async def start() -> None:
+        async with open_task_sandbox(load_task(task), workspace, kind="local"):
+            pass
+
+    with pytest.raises(HealthcheckError, match=r"exited with 3: ran as \d+") as raised:
+        asyncio.run(start())
+    assert "ran as 0" not in str(raised.value)

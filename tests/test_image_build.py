@@ -132,6 +132,8 @@ def test_base_images():
         ("FROM app:1\n", "app:1"),
         ("# pulled as it is\nFROM --platform=linux/amd64 registry/app:1 AS base\n\n", "registry/app:1"),
         ("FROM \\\n  app:1\n", "app:1"),
+        ("\ufeffFROM app:1\n", "app:1"),  # Docker's parser skips a byte order mark
+        ("FROM\u00a0app:1\n", None),  # and takes spaces and tabs alone for separators
         ("FROM app:1\nRUN true\n", None),  # an overlay: Harbor ignores it beside a docker_image, so do we
         ("ARG TAG=1\nFROM app:$TAG\n", None),
         ("FROM $IMAGE\n", None),

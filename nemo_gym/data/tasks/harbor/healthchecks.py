@@ -7,10 +7,12 @@ waits ``start_interval_sec``; after that, ``retries`` failures in a row fail the
 by ``interval_sec`` of waiting. Whether an attempt falls in the start period is decided as it starts.
 
 The command runs in the sandbox's working directory with its environment, as the user Harbor has as
-the default then: the sandbox's own for ``[environment.healthcheck]`` (no agent has run yet), and
-the step's agent for a step's (``Task.agent_user_of``), which follows an agent's step. So a
-healthcheck never runs with more rights than the agent whose files it may meet (a program the agent
-planted on ``PATH``).
+the default then: the sandbox's own for ``[environment.healthcheck]`` before any agent has run, and
+the step's agent for a step's (``Task.agent_user_of``), which follows an agent's step. Where
+``[environment.healthcheck]`` meets the agent's files (``gym-harbor verify`` starts the sandbox with
+the workspace the agent left) it runs as ``[agent].user`` too (``for_task.open_task_sandbox``): a
+check as root would run the agent's module or program as root (red team 35). So a healthcheck never
+runs with more rights than the agent whose files it may meet.
 
 Where this differs from Harbor, on purpose: an attempt that outlives ``timeout_sec`` counts as a
 failure, as Docker counts it (Harbor's exec raises there, ending the whole check at once); and

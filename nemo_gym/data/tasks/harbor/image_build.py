@@ -326,14 +326,16 @@ async def pulled_record_async(client: Any, tag: str, dockerfile: Path) -> Option
 
 # --- the builder -----------------------------------------------------------------------------------
 
-_FROM = re.compile(r"^\s*FROM\s+(.*)$", re.IGNORECASE)
-_COPY_FROM = re.compile(r"^\s*COPY\s.*?--from=(\S+)", re.IGNORECASE)
+# Docker's separators are spaces and tabs: a no-break space after FROM is no instruction to it.
+_FROM = re.compile(r"^[ \t]*FROM[ \t]+(.*)$", re.IGNORECASE)
+_COPY_FROM = re.compile(r"^[ \t]*COPY[ \t].*?--from=(\S+)", re.IGNORECASE)
 
 
 def _instructions(text: str) -> Iterator[str]:
-    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
+    """The Dockerfile's instructions, continuation lines joined, comments dropped (after a leading
+    byte order mark, which Docker's parser skips)."""
     current = ""
-    for line in text.splitlines():
+    for line in (text[1:] if text.startswith("\ufeff") else text).splitlines():
         if not current and line.lstrip().startswith("#"):
             continue
         if line.rstrip().endswith("\\"):

@@ -40,6 +40,9 @@ ROWS_FILE = "rows.jsonl"
 # levels; the limit keeps every later copy, dump and check of a loaded value far from the
 # interpreter's recursion limit.
 MAX_NESTING = 100
+# The longest a healthcheck's seconds may be: a day. Past it a check waits for ever in all but name
+# (Harbor loads start_period_sec = 1e308 and then hangs; red team 35).
+MAX_HEALTHCHECK_SEC = 86400.0
 # The largest uid or gid a user key may name: Linux's ids are signed 32-bit (-1 means "unchanged").
 MAX_ID = 2**31 - 1
 # The verifier's own folders: no artifact may come from, hold or land in them (seed 000: "A source of
@@ -358,8 +361,8 @@ def _user(value: Any, where: str, name: str) -> Optional[User]:
 
 
 def healthcheck_config(value: Any, where: str, name: str) -> Optional[Healthcheck]:
-    """A healthcheck table (``None`` when absent): a non-empty ``command``, seconds that are finite
-    and not negative, and a whole number of ``retries`` from 0 up."""
+    """A healthcheck table (``None`` when absent): a non-empty ``command``, seconds from 0 to
+    ``MAX_HEALTHCHECK_SEC``, and a whole number of ``retries`` from 0 up."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -373,8 +376,8 @@ def healthcheck_config(value: Any, where: str, name: str) -> Optional[Healthchec
     for key in ("interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec"):
         given = value.get(key, getattr(Healthcheck, key))
         number = finite_float(given)
-        if number is None or number < 0:
-            raise TaskError(f"{where}: {name}.{key} must be a finite number >= 0, not {given!r}")
+        if number is None or not 0 <= number <= MAX_HEALTHCHECK_SEC:
+            raise TaskError(f"{where}: {name}.{key} must be a number of seconds from 0 to 86400 (a day), not {given!r}")
         seconds[key] = number
     retries = value.get("retries", Healthcheck.retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -841,6 +844,7 @@ __all__ = [
     "DEFAULT_VERIFIER_TIMEOUT_SEC",
     "ENVIRONMENT_MODES",
     "GRADER_OUTPUTS",
+    "MAX_HEALTHCHECK_SEC",
     "MAX_ID",
     "MAX_NESTING",
     "PROTECTED_PATHS",

@@ -107,8 +107,9 @@ def exhaustion(
     grading's output says a fork failed for want of a process (``EAGAIN``):
     - under a pids limit: grading could not fork, or fewer than ``GRADING_PIDS`` processes are free;
     - under a memory limit: the kernel killed a process for want of memory during grading, or less
-      than ``GRADING_MEMORY_BYTES`` is left that it could reclaim (usage past the inactive page
-      cache: shared memory and tmpfs files, which no process owns and no OOM kill frees, count).
+      than ``GRADING_MEMORY_BYTES`` is left that it could reclaim (usage past the page cache of
+      files, active or not: shared memory and tmpfs files, on the anonymous lists, which no process
+      owns and no OOM kill frees, count).
     The events and the failed fork count even where the stats show room again: a process of the
     agent's may free what it held the moment grading failed, before the host asks."""
     pids = stats.get("pids_stats") or {}
@@ -124,9 +125,12 @@ def exhaustion(
         return f"the kernel killed {oom_kills} process(es) for want of memory under its {memory_limit >> 20} MiB limit"
     memory = stats.get("memory_stats") or {}
     usage, detail = memory.get("usage"), memory.get("stats") or {}
-    cache = detail.get("total_inactive_file", detail.get("inactive_file"))  # cgroup v1, v2
+    cache = 0
+    for lru in ("active_file", "inactive_file"):
+        pages = detail.get(f"total_{lru}", detail.get(lru))  # cgroup v1, v2
+        cache += pages if isinstance(pages, int) else 0
     if isinstance(usage, int):
-        used = usage - (cache if isinstance(cache, int) else 0)
+        used = usage - cache
         if memory_limit - used < GRADING_MEMORY_BYTES:
             return f"{used >> 20} MiB of its {memory_limit >> 20} MiB of memory cannot be reclaimed"
     return None

@@ -127,9 +127,11 @@ async def open_task_sandbox(
     ``/workspace``; a container gets ``[environment].cpus`` and ``memory_mb`` as its limits; the
     local sandbox provides the users the task names. ``mounts`` puts more host folders at sandbox
     paths (copied into a container). It is given once ``[environment.healthcheck]`` has passed
-    (``healthchecks.HealthcheckError`` when it fails).
+    (``healthchecks.HealthcheckError`` when it fails): as the sandbox's default user in an empty
+    workspace, as ``[agent].user`` where the agent's files already are.
     """
     env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
+    agent_state = bool(mounts) or any(Path(workspace).iterdir())
     if kind == "docker":
         from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 
@@ -154,7 +156,7 @@ async def open_task_sandbox(
             memory_mb=task.environment.memory_mb,
         )
         async with sandbox:
-            await _healthy(task, sandbox)
+            await _healthy(task, sandbox, agent_state)
             yield sandbox
         return
     if kind != "local":
@@ -170,15 +172,19 @@ async def open_task_sandbox(
         users=users,
     )
     async with local:
-        await _healthy(task, local)
+        await _healthy(task, local, agent_state)
         yield local
 
 
-async def _healthy(task: Task, sandbox: Any) -> None:
-    """``[environment.healthcheck]``, as the sandbox's default user (no agent has run yet)."""
+async def _healthy(task: Task, sandbox: Any, agent_state: bool) -> None:
+    """``[environment.healthcheck]``: as the sandbox's default user, as Harbor runs it before any
+    agent; but as ``[agent].user`` when the sandbox already holds the agent's files (``agent_state``:
+    ``gym-harbor verify`` grades a workspace the agent left), which the check may run (a module in
+    the working directory, a program on ``PATH``) and must not run with more rights than the agent's."""
     if task.environment.healthcheck is not None:
         key = f"{task.path / 'task.toml'}: [environment.healthcheck]"
-        await run_healthcheck(sandbox, task.environment.healthcheck, key=key)
+        user = task.agent_user if agent_state else None
+        await run_healthcheck(sandbox, task.environment.healthcheck, user=user, key=key)
 
 
 def verifier_sandbox_opener(
