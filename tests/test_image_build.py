@@ -35,6 +35,8 @@ from nemo_gym.data.tasks.harbor.image_build import (
     image_record_async,
     plan_builds,
     pull_mode_base,
+    pulled_record,
+    same_image,
 )
 from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxError
 from nemo_gym.data.tasks.harbor.sandboxes.docker import CPU_COUNT_HINTS, DockerSandbox
@@ -144,6 +146,38 @@ def test_base_images():
 )
 def test_pull_mode_base(dockerfile, base):
     assert pull_mode_base(dockerfile) == base
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        ("ubuntu", "ubuntu:latest", True),
+        ("ubuntu", "docker.io/library/ubuntu", True),
+        ("library/ubuntu:22.04", "index.docker.io/library/ubuntu:22.04", True),
+        ("registry.example/team/app", "registry.example/team/app:latest", True),
+        ("ubuntu", "ubuntu:22.04", False),
+        ("ubuntu", "registry.example/ubuntu", False),
+        ("team/app", "docker.io/team/app:latest", True),
+    ],
+)
+def test_same_image(first, second, same):
+    assert same_image(first, second) is same
+
+
+class Inspected:
+    """A client whose engine holds one prebuilt image, with an ENTRYPOINT (none of this package's labels)."""
+
+    class api:  # the SDK's attribute name
+        @staticmethod
+        def inspect_image(tag: str) -> Dict[str, Any]:
+            return {"Id": "sha256:1", "Config": {"Entrypoint": ["/entry.sh"], "Labels": {}}}
+
+
+def test_a_pull_mode_dockerfile_may_spell_the_image_as_the_engine_reads_it(tmp_path):
+    dockerfile = write(tmp_path / "ctx", {"Dockerfile": "FROM docker.io/library/app\n"}) / "Dockerfile"
+    record = pulled_record(Inspected(), "app:latest", dockerfile)
+    assert record is not None and record.entrypoint == ["/entry.sh"] and record.kind == ""
+    assert pulled_record(Inspected(), "app:2", dockerfile) is None
 
 
 # --- plan_builds -----------------------------------------------------------------------------------

@@ -241,6 +241,20 @@ def _full_name(tag: str) -> str:
     return tag if ":" in last or "@" in tag else tag + ":latest"
 
 
+def same_image(first: str, second: str) -> bool:
+    """Whether two references name one image as the engine reads them: ``ubuntu``,
+    ``ubuntu:latest``, ``library/ubuntu`` and ``docker.io/library/ubuntu:latest`` are one."""
+
+    def canonical(name: str) -> str:
+        for registry in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+            if name.startswith(registry):
+                name = name[len(registry) :]
+                break
+        return _full_name(name[len("library/") :] if name.startswith("library/") else name)
+
+    return canonical(first) == canonical(second)
+
+
 def _record(tag: str, attrs: Mapping[str, Any], *, ours: bool = True) -> Optional[ImageRecord]:
     """The record of the image ``attrs`` describes; with ``ours``, only when it was built here as ``tag``."""
     config = attrs.get("Config") or {}
@@ -303,7 +317,7 @@ def pulled_record(client: Any, tag: str, dockerfile: Path) -> Optional[ImageReco
     except (OSError, UnicodeDecodeError):
         return None
     base = pull_mode_base(text)
-    if base is None or _full_name(base) != _full_name(tag):
+    if base is None or not same_image(base, tag):
         return None
     attrs = _inspect(client, tag)
     return None if attrs is None else _record(tag, attrs, ours=False)
@@ -562,4 +576,5 @@ __all__ = [
     "pull_mode_base",
     "pulled_record",
     "pulled_record_async",
+    "same_image",
 ]
