@@ -377,7 +377,8 @@ def healthcheck_config(value: Any, where: str, name: str) -> Optional[Healthchec
         given = value.get(key, getattr(Healthcheck, key))
         number = finite_float(given)
         if number is None or not 0 <= number <= MAX_HEALTHCHECK_SEC:
-            raise TaskError(f"{where}: {name}.{key} must be a number of seconds from 0 to 86400 (a day), not {given!r}")
+            bound = f"from 0 to {MAX_HEALTHCHECK_SEC:g} (a day)"
+            raise TaskError(f"{where}: {name}.{key} must be a number of seconds {bound}, not {given!r}")
         seconds[key] = number
     retries = value.get("retries", Healthcheck.retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:

@@ -131,7 +131,6 @@ async def open_task_sandbox(
     workspace, as ``[agent].user`` where the agent's files already are.
     """
     env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
-    agent_state = bool(mounts) or any(Path(workspace).iterdir())
     if kind == "docker":
         from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 
@@ -156,7 +155,7 @@ async def open_task_sandbox(
             memory_mb=task.environment.memory_mb,
         )
         async with sandbox:
-            await _healthy(task, sandbox, agent_state)
+            await _healthy(task, sandbox, workspace, mounts)
             yield sandbox
         return
     if kind != "local":
@@ -172,19 +171,21 @@ async def open_task_sandbox(
         users=users,
     )
     async with local:
-        await _healthy(task, local, agent_state)
+        await _healthy(task, local, workspace, mounts)
         yield local
 
 
-async def _healthy(task: Task, sandbox: Any, agent_state: bool) -> None:
+async def _healthy(task: Task, sandbox: Any, workspace: Path, mounts: Optional[Mapping[str, Path]]) -> None:
     """``[environment.healthcheck]``: as the sandbox's default user, as Harbor runs it before any
-    agent; but as ``[agent].user`` when the sandbox already holds the agent's files (``agent_state``:
-    ``gym-harbor verify`` grades a workspace the agent left), which the check may run (a module in
-    the working directory, a program on ``PATH``) and must not run with more rights than the agent's."""
-    if task.environment.healthcheck is not None:
-        key = f"{task.path / 'task.toml'}: [environment.healthcheck]"
-        user = task.agent_user if agent_state else None
-        await run_healthcheck(sandbox, task.environment.healthcheck, user=user, key=key)
+    agent; but as ``[agent].user`` when the sandbox already holds the agent's files (a non-empty
+    ``workspace`` or ``mounts``: ``gym-harbor verify`` grades what the agent left), which the check may
+    run (a module in the working directory, a program on ``PATH``) with no more rights than the agent's."""
+    check = task.environment.healthcheck
+    if check is None:
+        return
+    agent_state = bool(mounts) or any(Path(workspace).iterdir())
+    key = f"{task.path / 'task.toml'}: [environment.healthcheck]"
+    await run_healthcheck(sandbox, check, user=task.agent_user if agent_state else None, key=key)
 
 
 def verifier_sandbox_opener(
