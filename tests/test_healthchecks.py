@@ -14,6 +14,7 @@ from healthcheck_cases import CASES, CHECK, TIMEOUT_CASES, Scripted
 from support import write_files
 
 from nemo_gym.data.tasks.harbor.healthchecks import HealthcheckError, run_healthcheck
+from nemo_gym.data.tasks.harbor.publishing import publication
 from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
 from nemo_gym.data.tasks.harbor.task import Healthcheck, TaskError, load_task
 from nemo_gym.data.tasks.harbor.validation import validate_task
@@ -202,6 +203,37 @@ def test_a_steps_agent_runs_its_healthcheck_and_oracle_as_harbor_has_it(tmp_path
     assert plan_verification(task, step="two").user == "root"
     result = validate(task_dir)
     assert result.passed, result
+
+
+# No [agent].user: the working directory is the first step's agent's, as the Dockerfile publishing
+# writes makes it (red team 35: it stayed root's, and the first step's oracle could not write its
+# answer). A later step's other agent finds it as it would under Harbor: not its own.
+STEP_OWNERS = {
+    "task.toml": (
+        "[[steps]]\nname = 'one'\n[steps.agent]\nuser = 'agent'\n"
+        "[[steps]]\nname = 'two'\n[steps.agent]\nuser = 'grader'\n"
+    ),
+    "steps/one/instruction.md": "",
+    "steps/two/instruction.md": "",
+    "solution/solve.sh": '#!/bin/bash\ntouch "$(id -un).txt" || true\n',
+    "steps/one/tests/verifier.py": (
+        "def verify(workspace):\n    return float(sorted(p.name for p in workspace.iterdir()) == ['agent.txt'])\n"
+    ),
+}
+STEP_OWNERS["steps/two/tests/verifier.py"] = STEP_OWNERS["steps/one/tests/verifier.py"]
+
+
+def test_the_first_steps_agent_is_handed_the_working_directory(tmp_path):
+    task_dir = write_files(tmp_path / "dataset" / "task", STEP_OWNERS)
+    assert load_task(task_dir).workdir_owner() == "agent"
+    result = validate(task_dir)
+    assert result.passed, result
+    assert [step.outcome.reward for step in result.steps if step.outcome] == [1.0, 1.0]
+    assert "Permission denied" in result.steps[1].oracle_output  # grader's touch, as under Harbor
+    files, refused = publication(tmp_path / "dataset")
+    assert not refused
+    dockerfile = files["task/environment/Dockerfile"].data
+    assert dockerfile.decode().splitlines()[-1].endswith("&& chown agent /workspace")
 
 
 @pytest.mark.parametrize(

@@ -339,7 +339,8 @@ def _environment(task: Task, row: bool, base_image: str, files: Dict[str, ShimFi
     users = sorted({str(user).partition(":")[0] for user in task.named_users()} - {"root", "0"})
     if any(not _USER.fullmatch(user) for user in users):
         raise _Refused(f"a user name in task.toml ({', '.join(users)}) is not one publishing writes in a Dockerfile")
-    agent = None if task.agent_user in (None, "root", 0) else str(task.agent_user)
+    owner = task.workdir_owner()
+    agent = None if owner in (None, "root", 0) else str(owner)
     files["environment/Dockerfile"] = ShimFile("environment/Dockerfile", dockerfile(image, workdir, users, agent))
     return edits
 

@@ -179,6 +179,13 @@ class Task:
         own = self.step(step).agent_user if step is not None else None
         return own if own is not None else self.agent_user
 
+    def workdir_owner(self) -> Optional[User]:
+        """Whom the working directory is given to, once, as a published Dockerfile gives it:
+        ``[agent].user``, else the first step's ``[steps.agent].user`` (a later step's other agent
+        finds it as Harbor would, not its own)."""
+        owners = [self.agent_user] + [step.agent_user for step in self.steps]
+        return next((user for user in owners if user is not None), None)
+
     def named_users(self) -> List[User]:
         """Every user ``task.toml`` names, agents' and verifiers', the task's and its steps'."""
         named = [self.agent_user, self.verifier.user]

@@ -11,9 +11,10 @@ what Harbor runs before the agent (``steps/<name>/workdir/`` copied into the wor
 its ``setup.sh``, then its ``[steps.healthcheck]``, as the step's agent), the step's oracle
 (``steps/<name>/solution/``, else ``solution/``), and the step's verification.
 
-The workspace starts empty and belongs to ``[agent].user`` (a task's Dockerfile gives its agent
-its working directory; a sandbox that does not build it must do the same): the oracle, not a solved
-``workspace/`` folder, must earn the marks.
+The workspace starts empty and belongs to the agent (``Task.workdir_owner``: ``[agent].user``, else
+the first step's ``[steps.agent].user``), as the Dockerfile publishing writes gives it (a task's own
+Dockerfile gives its agent its working directory; a sandbox that does not build it must do the
+same): the oracle, not a solved ``workspace/`` folder, must earn the marks.
 """
 
 from __future__ import annotations
@@ -205,6 +206,18 @@ def _solution_env(task: Task) -> Dict[str, str]:
     return resolve_env(env, os.environ, where=f"{where} [solution].env")
 
 
+async def _hand_workdir(sandbox: Sandbox, owner: User) -> None:
+    """Make ``owner`` (an agent's user) the working directory's owner, as a task's Dockerfile would."""
+    if sandbox_option(sandbox, "single_user", False):
+        return
+    name = shlex.quote(str(owner))
+    handed = await sandbox.exec(
+        f"chown {name} {shlex.quote(sandbox.workdir)}", cwd="/", user=sandbox.admin_user, timeout_s=60
+    )
+    if handed.return_code != 0:
+        raise SandboxError(f"the working directory could not be handed to {name}: {handed.stderr.strip()}")
+
+
 async def validate_task(
     task: Task,
     open_sandbox: Callable[[Task, Path], Any],
@@ -216,9 +229,9 @@ async def validate_task(
 
     ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox, ready
     (``for_task.open_task_sandbox`` has awaited ``[environment.healthcheck]``). The workspace starts
-    empty and is ``[agent].user``'s (see the module's docstring). A separate
-    verifier runs where ``open_verifier(task)`` opens it (``separate.run_separate_verification``;
-    without one, such a task fails validation); the agent's sandbox is stopped after the last step.
+    empty and is the agent's (``Task.workdir_owner``, see the module's docstring). A separate verifier runs where ``open_verifier(task)`` opens it
+    (``separate.run_separate_verification``; without one, such a task fails validation); the agent's
+    sandbox is stopped after the last step.
     ``secrets`` fill ``${NAME}`` in the verifier's env, as ``plan_verification``'s do.
     """
     result = TaskResult(task.id)
@@ -228,14 +241,9 @@ async def validate_task(
         workspace.mkdir()
         try:
             async with open_sandbox(task, workspace) as sandbox:
-                if task.agent_user is not None and not sandbox_option(sandbox, "single_user", False):
-                    owner = shlex.quote(str(task.agent_user))
-                    handed = await sandbox.exec(
-                        f"chown {owner} {shlex.quote(sandbox.workdir)}", cwd="/", user=sandbox.admin_user, timeout_s=60
-                    )
-                    if handed.return_code != 0:
-                        message = handed.stderr.strip()
-                        raise SandboxError(f"the working directory could not be handed to {owner}: {message}")
+                owner = task.workdir_owner()
+                if owner is not None:
+                    await _hand_workdir(sandbox, owner)
                 for step in steps:
                     if step is not None:
                         await prepare_step(task, step, sandbox)
