@@ -229,9 +229,9 @@ async def validate_task(
 
     ``open_sandbox(task, workspace)`` returns an async context manager giving the sandbox, ready
     (``for_task.open_task_sandbox`` has awaited ``[environment.healthcheck]``). The workspace starts
-    empty and is the agent's (``Task.workdir_owner``, see the module's docstring). A separate verifier runs where ``open_verifier(task)`` opens it
-    (``separate.run_separate_verification``; without one, such a task fails validation); the agent's
-    sandbox is stopped after the last step.
+    empty and is the agent's (``Task.workdir_owner``, see the module's docstring). A separate
+    verifier runs where ``open_verifier(task)`` opens it (``separate.run_separate_verification``;
+    without one, such a task fails validation); the agent's sandbox is stopped after the last step.
     ``secrets`` fill ``${NAME}`` in the verifier's env, as ``plan_verification``'s do.
     """
     result = TaskResult(task.id)
