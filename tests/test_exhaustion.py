@@ -5,11 +5,18 @@ and scoring it 0 rather than masking it (``verification``); the attacks themselv
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from nemo_gym.data.tasks.harbor.sandboxes.docker import GRADING_MEMORY_BYTES, GRADING_PIDS, exhaustion
+from nemo_gym.data.tasks.harbor.sandboxes.docker import (
+    GRADING_MEMORY_BYTES,
+    GRADING_PIDS,
+    DockerSandbox,
+    engine_seconds,
+    exhaustion,
+)
 from nemo_gym.data.tasks.harbor.verification import (
     DISK_FULL,
     RESOURCES_EXHAUSTED,
@@ -141,3 +148,68 @@ def test_the_sandbox_hears_whether_grading_could_not_fork(detail, fork_failed):
 def test_anything_else_stands(outcome, sandbox, asked):
     assert decide(outcome, sandbox) == outcome
     assert getattr(sandbox, "asked", 0) == asked
+
+
+# --- the engine's clock ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1970-01-01T00:00:00Z", 0.0),
+        ("2026-12-02T16:30:52.322616465Z", 1796229052.322616465),
+        ("2026-12-02T17:30:52.5+01:00", 1796229052.5),
+        ("2026-12-02t16:30:52z", 1796229052.0),
+        ("2026-13-02T16:30:52Z", None),  # no such month
+        ("2026-12-02 16:30:52Z", None),
+        ("", None),
+        (None, None),
+        (1796229052, None),
+    ],
+)
+def test_engine_seconds(text, seconds):
+    found = engine_seconds(text)
+    assert found == seconds if seconds is None else found == pytest.approx(seconds, abs=1e-6)
+
+
+class SkewedEngine:
+    """An engine an hour ahead of this host, holding an OOM kill of the agent's own time (before
+    grading began) and one during grading, by its own clock."""
+
+    SKEW = 3600.0
+
+    def __init__(self, graded_at: float) -> None:
+        self.kills = [graded_at - 30 + self.SKEW, graded_at + 0.2 + self.SKEW]
+        self.asked: List[Tuple[float, float]] = []
+        self.api = self
+        self.id = "c0ffee"
+        self.attrs = {"HostConfig": {"Memory": LIMIT}}
+
+    def reload(self) -> None:
+        pass
+
+    def info(self) -> Dict[str, Any]:
+        moment = time.gmtime(time.time() + self.SKEW)
+        return {"SystemTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", moment)}
+
+    def stats(self, container: str, **_: Any) -> Dict[str, Any]:
+        return stats(usage=MIB)
+
+    def events(self, *, since: str, until: str, filters: Dict[str, Any]) -> List[Dict[str, Any]]:
+        assert filters == {"container": self.id, "event": "oom"}
+        self.asked.append((float(since), float(until)))
+        return [{"time": kill} for kill in self.kills if float(since) <= kill <= float(until)]
+
+
+def test_the_oom_kills_are_asked_for_by_the_engines_clock():
+    graded_at = time.time() - 1
+    engine = SkewedEngine(graded_at)
+    sandbox = DockerSandbox("image", client=engine)
+    sandbox._container = engine
+    reason = asyncio.run(sandbox.exhausted(since=graded_at))
+    # The kill during grading counts, the agent's own does not: by this host's clock, neither would be
+    # in the window, and an engine behind it would hold the events call for the difference.
+    assert reason == "the kernel killed 1 process(es) for want of memory under its 256 MiB limit"
+    [(since, until)] = engine.asked
+    assert since == pytest.approx(graded_at + SkewedEngine.SKEW, abs=1.5)
+    assert time.time() + SkewedEngine.SKEW < until < time.time() + SkewedEngine.SKEW + 2

@@ -10,8 +10,10 @@ synchronous, so each call runs in a worker thread; one call is one round trip to
 from __future__ import annotations
 
 import asyncio
+import datetime
 import io
 import math
+import re
 import socket
 import tarfile
 import threading
@@ -134,6 +136,24 @@ def exhaustion(
         if memory_limit - used < GRADING_MEMORY_BYTES:
             return f"{used >> 20} MiB of its {memory_limit >> 20} MiB of memory cannot be reclaimed"
     return None
+
+
+# The engine's clock as ``/info`` gives it (RFC 3339, to the nanosecond, "Z" or an offset).
+_SYSTEM_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
+
+
+def engine_seconds(system_time: Any) -> Optional[float]:
+    """The engine's ``SystemTime`` (``/info``) as seconds since the epoch, or ``None`` if it is not
+    one: the engine's events are asked for by its own clock, which may differ from this host's."""
+    match = _SYSTEM_TIME.fullmatch(system_time) if isinstance(system_time, str) else None
+    if match is None:
+        return None
+    whole, fraction, zone = match.groups()
+    try:
+        moment = datetime.datetime.fromisoformat(whole + ("+00:00" if zone.upper() == "Z" else zone))
+    except ValueError:
+        return None
+    return moment.timestamp() + float(fraction or 0)
 
 
 def _single_file_tar(data: bytes, name: str) -> bytes:
@@ -452,8 +472,8 @@ class DockerSandbox:
     async def exhausted(self, *, since: float, fork_failed: bool = False) -> Optional[str]:
         """Why the container's own pids or memory limit left grading no room (``exhaustion``), or
         ``None``: asked once grading, begun at ``since`` (``time.time()``), has failed there; from the
-        container's limits, the engine's stats and its record of OOM kills since then (three round
-        trips, the last waiting for the engine's clock to pass the present second)."""
+        container's limits, the engine's stats and its record of OOM kills since then, by the engine's
+        clock (four round trips, the last waiting a second for the engine's clock to pass the present)."""
         container = self._require()
 
         def read() -> Optional[str]:
@@ -462,8 +482,15 @@ class DockerSandbox:
             stats = self._client.api.stats(container.id, stream=False, one_shot=True) or {}
             kills = 0
             if memory_limit > 0:
+                # By the engine's clock (ahead, an OOM kill of the agent's own time would count;
+                # behind, the events call would wait out the difference), read mid-call.
+                asked = time.time()
+                engine_now = engine_seconds(self._client.api.info().get("SystemTime"))
+                skew = 0.0 if engine_now is None else engine_now - (asked + time.time()) / 2
                 events = self._client.api.events(
-                    since=int(since), until=int(time.time()) + 1, filters={"container": container.id, "event": "oom"}
+                    since=f"{since + skew:.6f}",
+                    until=f"{time.time() + skew + 1:.6f}",
+                    filters={"container": container.id, "event": "oom"},
                 )
                 kills = sum(1 for _ in events)
             return exhaustion(stats, memory_limit, oom_kills=kills, fork_failed=fork_failed)
@@ -694,5 +721,6 @@ __all__ = [
     "MAX_ENTRYPOINT_OUTPUT_BYTES",
     "NO_NETWORK",
     "DockerSandbox",
+    "engine_seconds",
     "exhaustion",
 ]
