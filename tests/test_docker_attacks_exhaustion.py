@@ -7,7 +7,8 @@ the verifier's: it scores 0 (``resources_exhausted``), never a mask.
   the OOM killer has nothing of the agent's to kill, only grading's own shell (exit 137, or an exec
   the engine cannot start);
 - pids: a filler keeps every free pid of the container's pids limit taken, so grading's shell
-  cannot fork (bash retries for about 15 s, then exits 254).
+  cannot fork (bash retries for about 15 s, then exits 254). A container has a pids limit unless
+  its caller turns it off (``DEFAULT_PIDS_LIMIT``): without one, the same filler takes the host's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from images import LABEL, users_image
 from support import write_files
 
-from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+from nemo_gym.data.tasks.harbor.sandboxes.docker import DEFAULT_PIDS_LIMIT, DockerSandbox
 from nemo_gym.data.tasks.harbor.task import load_task
 from nemo_gym.data.tasks.harbor.verification import (
     RESOURCES_EXHAUSTED,
@@ -81,6 +82,18 @@ while True:
         time.sleep(0.001)
 """
 FILL_PIDS = f"python3 -c {shlex.quote(PIDS_FILLER)}"
+# The same with threads, which the pids limit counts too: thousands cost a few MiB.
+THREADS_FILLER = r"""
+import threading, time
+threading.stack_size(64 << 10)
+while True:
+    try:
+        threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()
+    except RuntimeError:
+        time.sleep(0.001)
+"""
+FILL_THREADS = f"python3 -c {shlex.quote(THREADS_FILLER)}"
+UNSET: Any = object()
 
 
 def stats(client: Any, container: str) -> Dict[str, Any]:
@@ -99,7 +112,7 @@ def full(stats: Dict[str, Any]) -> bool:
 
 
 def graded(
-    client: Any, tmp_path: Path, filler: str, *, memory_mb: Optional[int] = None, pids_limit: Optional[int] = None
+    client: Any, tmp_path: Path, filler: str, *, memory_mb: Optional[int] = None, pids_limit: Optional[int] = UNSET
 ) -> VerificationOutcome:
     image, volumes = users_image(client)
     plan = plan_verification(load_task(write_files(tmp_path / "task", TASK)))
@@ -114,9 +127,11 @@ def graded(
             client=client,
             workdir="/workspace",
             memory_mb=memory_mb,
-            pids_limit=pids_limit,
+            **({} if pids_limit is UNSET else {"pids_limit": pids_limit}),
         )
         async with sandbox:
+            limit = sandbox._require().attrs["HostConfig"]["PidsLimit"]
+            assert limit == (DEFAULT_PIDS_LIMIT if pids_limit is UNSET else pids_limit), "no filler without a limit"
             await sandbox.exec("chown -R agent /workspace", user="root")
             await sandbox.exec(f"nohup bash -c {shlex.quote(filler)} >/dev/null 2>&1 &", user="agent")
             # Watched through the engine's stats: a full container starts no process to answer.
@@ -145,3 +160,10 @@ def test_a_full_pids_cgroup_scores_0_not_a_mask(docker_client, tmp_path):
     outcome = graded(docker_client, tmp_path, FILL_PIDS, pids_limit=64)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
     assert "could not start a process under its pids limit of 64" in outcome.detail, outcome
+
+
+def test_a_container_has_a_pids_limit_unless_its_caller_turns_it_off(docker_client, tmp_path):
+    # The filler never exhausts the host: without the default, graded() refuses to start it.
+    outcome = graded(docker_client, tmp_path, FILL_THREADS)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
+    assert f"under its pids limit of {DEFAULT_PIDS_LIMIT}" in outcome.detail, outcome

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import (
+    DEFAULT_PIDS_LIMIT,
     GRADING_MEMORY_BYTES,
     GRADING_PIDS,
     DockerSandbox,
@@ -213,3 +214,11 @@ def test_the_oom_kills_are_asked_for_by_the_engines_clock():
     [(since, until)] = engine.asked
     assert since == pytest.approx(graded_at + SkewedEngine.SKEW, abs=1.5)
     assert time.time() + SkewedEngine.SKEW < until < time.time() + SkewedEngine.SKEW + 2
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [({}, DEFAULT_PIDS_LIMIT), ({"pids_limit": 64}, 64), ({"pids_limit": None}, None)]
+)
+def test_a_container_gets_the_default_pids_limit_unless_told_otherwise(given, expected):
+    options = DockerSandbox("image", client=object(), **given)._run_options({}, None)
+    assert options.get("pids_limit") == expected

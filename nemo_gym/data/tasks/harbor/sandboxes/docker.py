@@ -74,6 +74,11 @@ _KEEP_ALIVE_COMMAND = ["sh", "-c", "sleep infinity"]
 # timeout, bash, the runner and its key holder, test.sh's stat), and room for a shell, tar and a bare
 # Python runner (some 30-40 MiB), with a margin.
 GRADING_PIDS = 16
+# Processes (threads count) a container may hold unless its caller says otherwise: an agent's fork
+# bomb stays in its own container, where grading that finds no pid left scores 0
+# (``exhaustion``), instead of taking the host's pids and masking the neighbours' samples. Far above
+# what a build, a test suite or a browser uses on the few CPUs a sandbox gets.
+DEFAULT_PIDS_LIMIT = 4096
 GRADING_MEMORY_BYTES = 64 << 20
 NO_NETWORK = ("none", "no-network")  # Docker's name, and Harbor's
 DEFAULT_NETWORK = ("public",)
@@ -173,7 +178,7 @@ class DockerSandbox:
     host folders in (``{sandbox_path: host_folder}``: the agent's state beyond the workspace);
     ``volumes`` are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
 
-    Options, all off by default:
+    Options, all off by default but the pids limit:
     - ``record``: the image's ``ImageRecord``. With a non-empty ENTRYPOINT, the container runs it
       with ``sh -c "sleep infinity"`` as its arguments, in the foreground of a keep-alive
       (``/bin/sh``), instead of plain ``sleep infinity``: an entrypoint that exits 0 leaves the
@@ -185,8 +190,9 @@ class DockerSandbox:
     - ``network``: ``"none"`` (or Harbor's ``"no-network"``) gives the container no network but
       loopback; ``None`` (or ``"public"``) the engine's default. Anything else (an allowlist) is
       refused: the Docker sandbox cannot enforce one.
-    - ``pids_limit``: the most processes the container may hold (no task key sets it; an operator's
-      guard for the host: without it, an agent's fork bomb takes the host's pids).
+    - ``pids_limit``: the most processes (threads count) the container may hold, ``DEFAULT_PIDS_LIMIT``
+      unless given; ``None`` for the engine's default, usually none (no task key sets it; a guard
+      for the host: without one, an agent's fork bomb takes the host's pids).
     - ``cpus``, ``memory_mb``: the container's limits (``[environment].cpus``/``memory_mb``); a CPU
       limit above the engine's CPU count is lowered to it (the engine refuses more). A CPU limit
       also sets ``CPU_COUNT_HINTS`` to it, rounded down (at least 1), each unless ``env`` or the
@@ -217,7 +223,7 @@ class DockerSandbox:
         cpus: Optional[float] = None,
         memory_mb: Optional[int] = None,
         health_timeout_s: Optional[float] = None,
-        pids_limit: Optional[int] = None,
+        pids_limit: Optional[int] = DEFAULT_PIDS_LIMIT,
     ) -> None:
         if docker is None and client is None:
             raise SandboxError(
@@ -716,6 +722,7 @@ class DockerSandbox:
 __all__ = [
     "CPU_COUNT_HINTS",
     "DEFAULT_NETWORK",
+    "DEFAULT_PIDS_LIMIT",
     "GRADING_MEMORY_BYTES",
     "GRADING_PIDS",
     "MAX_ENTRYPOINT_OUTPUT_BYTES",
