@@ -12,6 +12,8 @@ import asyncio
 import json
 import logging
 import os
+import shlex
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -820,3 +822,38 @@ def test_an_interpreter_that_is_a_script_finds_none_of_the_agents_tools(tmp_path
     outcome = verify(task_dir, workspace, sandbox_env=env, mounts={"/opt/wrap": wrapper})
     assert not (workspace / "hijacked").exists(), (workspace / "hijacked").read_text()
     assert (outcome.reward, outcome.metrics) == (1.0, {"path_kept": 1.0}), outcome  # verify gets the task's PATH
+
+
+SYSV_SEGMENT = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+key = int(sys.argv[1])
+made = libc.shmget(key, 1 << 20, 0o1666 if sys.argv[2] == "make" else 0)
+print("found" if made >= 0 else "absent")
+"""
+
+
+def test_shared_memory_a_command_leaves_dies_with_it(tmp_path):
+    # Red team 36: each command shared the host's IPC namespace, so a SysV segment the agent left
+    # (no process owns it, and nothing frees it) held the host's memory for good, and the next sample's
+    # sandbox, or the host itself, could read and write it.
+    key = 0x4E470000 + os.getpid() % 0xFFFF
+    probe = ["python3", "-c", SYSV_SEGMENT, str(key)]
+
+    async def run() -> List[str]:
+        seen = []
+        for _ in range(2):
+            workspace = tmp_path / f"ws{len(seen)}"
+            workspace.mkdir()
+            async with LocalSandbox(workspace, workdir="/workspace") as sandbox:
+                seen.append((await sandbox.exec(shlex.join([*probe, "make"]))).stdout.strip())
+                seen.append((await sandbox.exec(shlex.join([*probe, "look"]))).stdout.strip())
+        return seen
+
+    try:
+        assert asyncio.run(run()) == ["found", "absent", "found", "absent"]
+        with open("/proc/sysvipc/shm") as segments:
+            assert not any(line.split()[0] == str(key) for line in segments.readlines()[1:])
+    finally:
+        subprocess.run(["ipcrm", "-M", str(key)], capture_output=True)

@@ -344,6 +344,10 @@ class LocalSandbox:
             *room,
             *binds,
             "--unshare-pid",
+            # Its own System V IPC too, gone with the command: a shared memory segment it leaves
+            # behind (no process owns it) would hold the host's memory for good, and the next
+            # sample's sandbox, or the host, could read and write it (red team 36).
+            "--unshare-ipc",
             *(["--unshare-net"] if self._no_network else []),
             "--die-with-parent",
             *capabilities,
