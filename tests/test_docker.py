@@ -6,9 +6,11 @@ Images are built by the suite from local parts (tests/images.py) and cached on t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from images import LABEL, base_image, python_image, stripped_image
@@ -360,3 +362,34 @@ def test_the_engine_is_asked_for_the_exit_status_only_where_code_of_the_task_cou
     assert (outcome.reward, outcome.masked, len(asked)) == (1.0, False, 1), (outcome, asked)
     outcome = asyncio.run(run(stripped_image(docker_client, "timeout"), None, "root"))
     assert outcome.masked and len(asked) == 1, (outcome, asked)
+
+
+def test_a_busy_default_executor_never_holds_up_a_grading(docker_client, tmp_path):
+    # Red team 36: every call to the engine ran in the loop's default executor, a few threads
+    # (min(32, cores + 4)) shared with the server, where an exec holds one for as long as its
+    # command runs. Slow gradings took them all; the next ones waited in its queue while their
+    # timeouts ran, and right answers scored harbor:verifier_timeout. Here the one thread is held
+    # throughout: the grading must not need it.
+    image, volumes = python_image(docker_client, "3.12")
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "verifier.py").write_text("def verify():\n    return 1.0\n")
+    plan = plan_verification(load_task(task))
+    release = threading.Event()
+
+    async def run() -> Tuple[VerificationOutcome, bool]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        held = loop.run_in_executor(None, release.wait, 60)
+        try:
+            sandbox = DockerSandbox(image, workspace=tmp_path, volumes=volumes, labels=LABEL, client=docker_client)
+            async with sandbox:
+                outcome = await run_verification(plan, sandbox)
+                return outcome, not held.done()
+        finally:
+            release.set()
+            await held
+
+    outcome, while_held = asyncio.run(run())
+    assert while_held, "the grading waited for the default executor's thread"
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome

@@ -48,7 +48,6 @@ Choices, where Harbor or the contract is silent or differs:
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fnmatch
 import functools
@@ -67,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern, Sequence, Set, Tuple
 
+from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     CopyStalled,
@@ -857,7 +857,7 @@ async def _off_the_loop(function: Callable[..., None], *args: Any) -> None:
     """Runs ``function`` in a worker thread: reading an archive of the agent's and writing its copy
     can take seconds (hundreds of thousands of entries fit under the transfer limit), and a server's
     event loop serves every other rollout meanwhile."""
-    await asyncio.get_running_loop().run_in_executor(None, functools.partial(function, *args))
+    await in_thread(function, *args)
 
 
 def _report_missing(tally: _Collection, artifact: Artifact) -> None:

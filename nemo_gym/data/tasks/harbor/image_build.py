@@ -68,6 +68,7 @@ from typing import (
     Union,
 )
 
+from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxError
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_task
 
@@ -323,19 +324,14 @@ def pulled_record(client: Any, tag: str, dockerfile: Path) -> Optional[ImageReco
     return None if attrs is None else _record(tag, attrs, ours=False)
 
 
-async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, lambda: function(*args, **kwargs))
-
-
 async def image_record_async(client: Any, tag: str) -> Optional[ImageRecord]:
     """``image_record`` in a worker thread."""
-    return await _in_thread(image_record, client, tag)
+    return await in_thread(image_record, client, tag)
 
 
 async def pulled_record_async(client: Any, tag: str, dockerfile: Path) -> Optional[ImageRecord]:
     """``pulled_record`` in a worker thread."""
-    return await _in_thread(pulled_record, client, tag, dockerfile)
+    return await in_thread(pulled_record, client, tag, dockerfile)
 
 
 # --- the builder -----------------------------------------------------------------------------------
@@ -461,7 +457,7 @@ class ImageBuilder:
                 loop.call_soon_threadsafe(callback, plan, line)
 
         plans = list(plans)
-        return await _in_thread(self.build_many, plans, relay, timeout_s=timeout_s)
+        return await in_thread(self.build_many, plans, relay, timeout_s=timeout_s)
 
     def _say(self, progress: Optional[Progress], plan: BuildPlan, line: str) -> None:
         if progress is not None:

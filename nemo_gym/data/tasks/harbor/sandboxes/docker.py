@@ -4,7 +4,8 @@ The container starts with ``sleep infinity`` as its entrypoint: a prebuilt image
 HEALTHCHECK do not run, as the contract says of an image NeMo Gym has no record of. Given the
 image's record (``image_build.image_record``: an image built here), its ENTRYPOINT runs with
 ``sh -c "sleep infinity"`` in place of its CMD and its HEALTHCHECK is awaited. The SDK is
-synchronous, so each call runs in a worker thread; one call is one round trip to the engine.
+synchronous, so each call runs in a thread of its own (``_threads``); one call is one round trip to
+the engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
+from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
@@ -84,11 +86,6 @@ NO_NETWORK = ("none", "no-network")  # Docker's name, and Harbor's
 DEFAULT_NETWORK = ("public",)
 _SECOND_NS = 1_000_000_000
 FEEDER_THREAD = "nemo-gym-exec-stdin"  # the thread that writes a piped exec's stdin
-
-
-async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, lambda: function(*args, **kwargs))
 
 
 def _shell(command: str, clean_shell: bool) -> List[str]:
@@ -274,11 +271,11 @@ class DockerSandbox:
     async def start(self) -> None:
         try:
             if self._client is None:
-                self._client = await _in_thread(docker.from_env)
+                self._client = await in_thread(docker.from_env)
             cpus = await self._cpu_limit()
             environment = {**await self._cpu_hints(cpus), **self._env}
             options = self._run_options(environment, cpus)
-            self._container = await _in_thread(self._client.containers.run, self.image, **options)
+            self._container = await in_thread(self._client.containers.run, self.image, **options)
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
         try:
@@ -328,7 +325,7 @@ class DockerSandbox:
         """The CPU limit asked for, at most the engine's CPU count (the engine refuses more)."""
         if self._cpus is None:
             return None
-        info = await _in_thread(self._client.info)
+        info = await in_thread(self._client.info)
         available = info.get("NCPU") if isinstance(info, dict) else None
         return min(self._cpus, float(available)) if isinstance(available, int) and available > 0 else self._cpus
 
@@ -340,7 +337,7 @@ class DockerSandbox:
         if self.record is not None:
             image_env = self.record.env
         else:
-            attrs = await _in_thread(self._client.api.inspect_image, self.image)
+            attrs = await in_thread(self._client.api.inspect_image, self.image)
             entries = (attrs.get("Config") or {}).get("Env") or []
             image_env = dict(entry.split("=", 1) for entry in entries if "=" in entry)
         count = str(max(1, math.floor(cpus)))
@@ -389,7 +386,7 @@ class DockerSandbox:
         loop = asyncio.get_running_loop()
         deadline, delay = loop.time() + bound, 0.05
         while True:
-            await _in_thread(container.reload)
+            await in_thread(container.reload)
             state = container.attrs.get("State") or {}
             if not state.get("Running"):
                 raise SandboxError("the container stopped before its HEALTHCHECK reported healthy")
@@ -418,7 +415,7 @@ class DockerSandbox:
             return None
         try:
             self._entrypoint_log = await self.entrypoint_output()
-            await _in_thread(self._container.reload)
+            await in_thread(self._container.reload)
             state = self._container.attrs.get("State") or {}
         except Exception:
             return None
@@ -445,7 +442,7 @@ class DockerSandbox:
             return bytes(kept[-MAX_ENTRYPOINT_OUTPUT_BYTES:]).decode(errors="replace")
 
         try:
-            return await _in_thread(read)
+            return await in_thread(read)
         except Exception as error:
             raise SandboxError(f"cannot read the container's log: {error}") from error
 
@@ -456,7 +453,7 @@ class DockerSandbox:
         if container is None:
             return False
         try:
-            await _in_thread(container.reload)
+            await in_thread(container.reload)
         except Exception:
             return False
         return bool((container.attrs.get("State") or {}).get("Running"))
@@ -473,7 +470,7 @@ class DockerSandbox:
                 container.kill()
                 container.wait(timeout=60)
 
-        await _in_thread(kill)
+        await in_thread(kill)
 
     async def exhausted(self, *, since: float, fork_failed: bool = False) -> Optional[str]:
         """Why the container's own pids or memory limit left grading no room (``exhaustion``), or
@@ -501,15 +498,15 @@ class DockerSandbox:
                 kills = sum(1 for _ in events)
             return exhaustion(stats, memory_limit, oom_kills=kills, fork_failed=fork_failed)
 
-        return await _in_thread(read)
+        return await in_thread(read)
 
     async def pause(self) -> None:
         """Freezes every process of the container (the cgroup freezer): its files can be copied out
         while nothing of the agent's changes them. ``unpause`` thaws them."""
-        await _in_thread(self._require().pause)
+        await in_thread(self._require().pause)
 
     async def unpause(self) -> None:
-        await _in_thread(self._require().unpause)
+        await in_thread(self._require().unpause)
 
     async def stop(self) -> None:
         """Stops the sandbox for good (a separate run is done with the agent's once its artifacts
@@ -520,7 +517,7 @@ class DockerSandbox:
         if self._container is not None:
             container, self._container = self._container, None
             try:
-                await _in_thread(container.remove, force=True)
+                await in_thread(container.remove, force=True)
             except Exception:  # already gone: nothing left to clean
                 pass
 
@@ -640,7 +637,7 @@ class DockerSandbox:
     async def _in_time(self, run: Callable[[], T], timeout_s: Optional[float]) -> T:
         self._require()
         try:
-            return await asyncio.wait_for(_in_thread(run), timeout_s)
+            return await asyncio.wait_for(in_thread(run), timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
         except SandboxError:
@@ -657,7 +654,7 @@ class DockerSandbox:
         """Unpacks the tar ``data`` into ``folder`` through the engine: no tool inside the container."""
         container = self._require()
         try:
-            if not await _in_thread(container.put_archive, folder, data):
+            if not await in_thread(container.put_archive, folder, data):
                 raise SandboxError(f"upload into {folder} failed")
         except SandboxError:
             raise
@@ -690,7 +687,7 @@ class DockerSandbox:
             return b"".join(chunks)
 
         try:
-            return await _in_thread(read)
+            return await in_thread(read)
         except SandboxError:
             raise
         except Exception as error:
@@ -706,8 +703,8 @@ class DockerSandbox:
     async def download_file(self, sandbox_path: str, local_path: str) -> None:
         container = self._require()
         try:
-            stream, _ = await _in_thread(container.get_archive, sandbox_path)
-            data = await _in_thread(lambda: b"".join(stream))
+            stream, _ = await in_thread(container.get_archive, sandbox_path)
+            data = await in_thread(lambda: b"".join(stream))
         except Exception as error:
             raise SandboxError(f"download of {sandbox_path} failed: {error}") from error
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:

@@ -1,0 +1,58 @@
+"""Blocking calls run off the event loop, each in a thread of its own.
+
+Not the loop's default executor: it has a few threads (``min(32, cores + 4)``), shared with the
+server and with every other sandbox's calls, and an exec holds one for as long as its command runs.
+With more slow gradings than threads, the rest waited in its queue while their timeouts ran, and an
+honest answer scored ``harbor:verifier_timeout`` (red team 36: a batch of agents whose programs hang
+made their neighbours' right answers score 0). A thread per call starts at once; there are never
+more than the calls in flight (a few per verification). A call abandoned by its caller (a timeout)
+finishes in its thread and its result is dropped; the thread is a daemon, so a call that never
+returns (a lost engine) holds no interpreter or ``asyncio.run`` open at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, Optional, TypeVar
+
+T = TypeVar("T")
+THREAD_NAME = "nemo-gym-blocking-call"
+
+
+async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)`` in a new daemon thread; its result, or its exception."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def work() -> None:
+        try:
+            result = function(*args, **kwargs)
+        except BaseException as error:
+            _deliver(loop, future, None, error)
+        else:
+            _deliver(loop, future, result, None)
+
+    threading.Thread(target=work, name=THREAD_NAME, daemon=True).start()
+    return await future
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: Optional[BaseException]
+) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the loop has closed: nobody awaits the call any more
+        pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: Optional[BaseException]) -> None:
+    if future.done():  # cancelled: the caller gave up on it (a timeout)
+        return
+    if error is None:
+        future.set_result(result)
+    else:  # a future cannot hold StopIteration
+        future.set_exception(RuntimeError(error) if isinstance(error, StopIteration) else error)
+
+
+__all__ = ["THREAD_NAME", "in_thread"]

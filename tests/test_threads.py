@@ -1,0 +1,73 @@
+"""``_threads.in_thread``: a blocking call in a thread of its own, never the loop's default executor,
+which the server and every other sandbox share (red team 36: slow gradings held all of its threads and
+the next gradings timed out in its queue)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from nemo_gym.data.tasks.harbor._threads import THREAD_NAME, in_thread
+
+
+def test_a_call_runs_while_the_default_executor_is_held():
+    release = threading.Event()
+
+    async def run() -> str:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        held = loop.run_in_executor(None, release.wait, 30)
+        try:
+            name = await asyncio.wait_for(in_thread(lambda: threading.current_thread().name), 10)
+            assert not held.done()
+            return name
+        finally:
+            release.set()
+            await held
+
+    assert asyncio.run(run()) == THREAD_NAME
+
+
+def test_the_calls_exception_is_raised_to_its_caller():
+    def fail(kind: type) -> None:
+        raise kind("the engine went away")
+
+    with pytest.raises(ConnectionError, match="the engine went away"):
+        asyncio.run(in_thread(fail, ConnectionError))
+    with pytest.raises(RuntimeError):  # a future cannot hold StopIteration
+        asyncio.run(in_thread(fail, StopIteration))
+
+
+def test_a_call_its_caller_gave_up_on_finishes_quietly(caplog):
+    finished = threading.Event()
+
+    def slow() -> int:
+        time.sleep(0.3)
+        finished.set()
+        return 1
+
+    async def run() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(in_thread(slow), 0.05)
+        await asyncio.sleep(0.5)  # its result comes back to a cancelled future: dropped
+
+    asyncio.run(run())
+    assert finished.is_set()
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_a_call_that_never_returns_holds_no_asyncio_run_open():
+    stuck = threading.Event()
+    started = time.perf_counter()
+
+    async def run() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(in_thread(stuck.wait, 20), 0.05)
+
+    asyncio.run(run())  # the default executor's threads are joined here; a daemon of its own is not
+    assert time.perf_counter() - started < 5
+    stuck.set()
