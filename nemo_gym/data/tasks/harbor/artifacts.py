@@ -77,6 +77,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     causes,
     sandbox_option,
 )
+from nemo_gym.data.tasks.harbor.tar_guard import UnsafeTar, check_pax
 from nemo_gym.data.tasks.harbor.task import (
     CONVENTION_ARTIFACTS,
     PROTECTED_PATHS,
@@ -645,6 +646,7 @@ def complete_members(data: bytes) -> bytes:
     (``b""`` when none did): a member whose header or data the cut reached is left out."""
     end = 0
     try:
+        check_pax(io.BytesIO(data))
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             # tarfile's offset is where the next header starts: the member read last ends before it.
             for _ in _read_members(archive):
@@ -652,7 +654,7 @@ def complete_members(data: bytes) -> bytes:
                     break
                 end = archive.offset
     except _DAMAGED:
-        pass  # the cut, in a header or in a member's data
+        pass  # the cut, in a header or in a member's data (or a PAX header tarfile would read slowly)
     return data[:end] + bytes(2 * tarfile.BLOCKSIZE) if end else b""
 
 
@@ -775,6 +777,11 @@ class _Collection:
     def take(self, artifact: Artifact, data: IO[bytes], cut: bool = False) -> None:
         """Copies the archive ``data`` of ``artifact`` to its host copy, as ``plan_copy`` says;
         ``cut``: the archive holds only part of the artifact (its copy stalled)."""
+        try:
+            check_pax(data)
+        except UnsafeTar as error:  # names of the agent's, read by the engine's own tar writer
+            self.skip(artifact.source, str(error))
+            return
         try:
             with tarfile.open(fileobj=data, mode="r:") as archive:
                 entries, members = _entries(archive, artifact.source)

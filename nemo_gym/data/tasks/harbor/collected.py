@@ -17,6 +17,8 @@ import tarfile
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
+from nemo_gym.data.tasks.harbor.tar_guard import check_pax
+
 SUMS, META, OUTPUTS = ".sums", "meta", "files/"
 CACHE_TAG = "cache_tag"  # the server's runner says which interpreter ran it (bytecode.ImageTags)
 # The verifier's other output files that finish copies (what does not fit is skipped and counted):
@@ -76,6 +78,7 @@ def _relative(member: str) -> str:
 def _members(data: bytes) -> Dict[str, bytes]:
     files: Dict[str, bytes] = {}
     try:
+        check_pax(io.BytesIO(data))
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             for member in archive:
                 if member.isdir():

@@ -1,0 +1,163 @@
+"""Tars from a sandbox are refused before ``tarfile`` reads them when their PAX headers would take it
+quadratic time (CVE-2024-6232 and the record walk, on most interpreters a host runs): red team 36's
+results tar of one long run of digits froze a server for 16 s at 150 KB, and an agent's links to
+4 KB runs of digits cost 18 ms each through the engine's own archive."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from typing import List
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemo_gym.data.tasks.harbor.artifacts import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES, _Collection, complete_members
+from nemo_gym.data.tasks.harbor.collected import CollectError, read_collected
+from nemo_gym.data.tasks.harbor.tar_guard import LONG_RUN, MAX_PAX_WORK, UnsafeTar, check_pax
+from nemo_gym.data.tasks.harbor.task import Artifact
+
+
+def header(name: bytes, size: int, kind: bytes) -> bytes:
+    block = bytearray(512)
+    block[0 : len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[108:116] = block[116:124] = b"0000000\0"
+    block[124:136] = b"%011o\0" % size
+    block[136:148] = b"00000000000\0"
+    block[156:157] = kind
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def pax_tar(body: bytes, kind: bytes = b"x") -> bytes:
+    """A tar that opens with a PAX header holding ``body``, then one empty file."""
+    return (
+        header(b"./PaxHeaders/x", len(body), kind)
+        + body
+        + b"\0" * (-len(body) % 512)
+        + header(b"x", 0, b"0")
+        + b"\0" * 1024
+    )
+
+
+def record(keyword: str, value: str) -> bytes:
+    text = f" {keyword}={value}\n".encode()
+    length = len(text) + len(str(len(text)))
+    length += len(str(length)) - len(str(len(text)))
+    return str(length).encode() + text
+
+
+def links(targets: List[str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        folder = tarfile.TarInfo("top")
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+        for index, target in enumerate(targets):
+            link = tarfile.TarInfo(f"top/l{index}")
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            archive.addfile(link)
+    return buffer.getvalue()
+
+
+HOSTILE = {
+    # red team 36's: one long run of digits, which \d+ hdrcharset= searches in quadratic time
+    "one run of digits": pax_tar(b"1" * 150_000),
+    "a global header of digits": pax_tar(b"1" * 150_000, b"g"),
+    # each record's length moves on by 2, and ([^=]+)= scans to the far end every time
+    "short lengths before one far '='": pax_tar(b"2 " * 75_000 + b"x=\n"),
+    "a record past the header's end": pax_tar(b"99 path=x\n"),
+    "a record without a keyword": pax_tar(b"9 =value\n"),
+    "a record without a newline": pax_tar(b"10 path=xy"),
+    "a well-formed record of digits": pax_tar(record("comment", "7" * 150_000)),
+}
+
+
+@pytest.mark.parametrize("data", HOSTILE.values(), ids=list(HOSTILE))
+def test_a_hostile_pax_header_is_refused_at_once(data):
+    started = time.perf_counter()
+    with pytest.raises(UnsafeTar):
+        check_pax(io.BytesIO(data))
+    with pytest.raises(CollectError, match="not a readable tar"):
+        read_collected(data)
+    assert complete_members(data) == b""
+    assert time.perf_counter() - started < 2  # tarfile alone: 16 s for the first, hours at the cap
+
+
+def test_what_tarfile_writes_passes():
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name in ("plain", "café ✓/" * 3 + "x", "d/" * 60 + "deep", "1234567890" * 6):
+            info = tarfile.TarInfo(name)
+            info.size, info.uid, info.mtime = 3, 1 << 40, 1796229052.322616
+            info.pax_headers = {"SCHILY.xattr.user.note": "a=b\nc", "comment": "9" * (LONG_RUN - 1)}
+            archive.addfile(info, io.BytesIO(b"abc"))
+    stream = io.BytesIO(buffer.getvalue())
+    stream.seek(0)
+    check_pax(stream)
+    assert stream.tell() == 0
+
+
+def test_long_runs_are_counted_against_the_budget():
+    side = int(MAX_PAX_WORK**0.5)
+    check_pax(io.BytesIO(links(["7" * side])))
+    with pytest.raises(UnsafeTar, match="runs of digits"):  # a target past 100 bytes: a PAX record
+        check_pax(io.BytesIO(links(["7" * side, "7" * LONG_RUN + "/" + "x" * 100])))
+    check_pax(io.BytesIO(links(["7" * (LONG_RUN - 1) + "/"] * 2000)))  # short runs cost little
+
+
+def test_an_artifact_of_links_to_runs_of_digits_is_skipped_not_read(tmp_path):
+    # An agent's links, archived by the engine's own tar writer: the artifact is left out (the agent's
+    # doing, never a mask), and nothing waits on tarfile meanwhile.
+    tally = _Collection(tmp_path, MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES)
+    started = time.perf_counter()
+    tally.take(Artifact("/workspace/top", "top"), io.BytesIO(links(["1" * 4095] * 20)))
+    assert time.perf_counter() - started < 1  # tarfile: 0.35 s for these 20, 6 minutes for 20,000
+    result = tally.result()
+    assert not result.artifacts
+    assert [(skipped.path, "runs of digits" in skipped.reason) for skipped in result.skipped] == [
+        ("/workspace/top", True)
+    ]
+
+
+def test_a_cut_archive_keeps_its_whole_members():
+    data = links(["/usr/lib/" + "x" * 200] * 3)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        last = archive.getmembers()[-1].offset
+    assert data[last + 156 : last + 157] == b"x"
+    cut = data[: last + 512 + 100]  # into the last member's PAX header
+    whole = complete_members(cut)
+    with tarfile.open(fileobj=io.BytesIO(whole)) as archive:
+        assert [member.name for member in archive] == ["top", "top/l0", "top/l1"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"), min_size=1, max_size=40),
+            st.dictionaries(
+                st.text("abcdefgh.", min_size=1, max_size=8),
+                st.text(st.characters(blacklist_categories=("Cs",)), max_size=80),
+                max_size=3,
+            ),
+        ),
+        max_size=6,
+    ),
+    st.integers(0, 4000),
+)
+def test_no_tar_tarfile_writes_is_refused_whole_or_cut(members, cut):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for index, (name, headers) in enumerate(members):
+            info = tarfile.TarInfo(f"{index}{name}")
+            info.pax_headers = headers
+            archive.addfile(info)
+    data = buffer.getvalue()
+    check_pax(io.BytesIO(data))
+    check_pax(io.BytesIO(data[: max(0, len(data) - cut)]))
