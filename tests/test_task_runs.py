@@ -321,3 +321,18 @@ def test_an_unknown_verifier_user_is_masked_not_scored(docker_client, tmp_path):
     outcome = asyncio.run(run())
     assert outcome.masked and outcome.mask_reason == "verifier_error", outcome
     assert "no-such-user" in outcome.detail
+
+
+def test_the_local_sandboxs_scratch_folders_are_everyones_as_in_a_container(tmp_path):
+    # A new author's task (the walkthrough of 2026-12-02): with [agent].user or [verifier].user, the
+    # local sandbox's /tmp, /var/tmp and /dev/shm were root's 0755, so tempfile.mkdtemp() in verify and
+    # mktemp in the oracle failed where a container (1777) lets every user write.
+    if os.getuid() != 0:
+        pytest.skip("named users need root (CI runs as root)")
+
+    async def run() -> str:
+        async with LocalSandbox(tmp_path, users=("agent",), workdir="/workspace") as sandbox:
+            script = "for d in /tmp /var/tmp /dev/shm; do stat -c %a $d; mktemp -p $d > /dev/null && echo made; done"
+            return (await sandbox.exec(script, user="agent")).stdout
+
+    assert asyncio.run(run()).split() == ["1777", "made"] * 3

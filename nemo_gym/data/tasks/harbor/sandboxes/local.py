@@ -52,6 +52,10 @@ _SETTLE_SEC = 5.0
 # Empty and writable, as in a fresh container. /run hides the host's sockets (the Docker engine's, the
 # system bus): a read-only bind does not stop a connect().
 _TMPFS = ("/var/tmp", "/dev/shm", "/run", "/var/run")
+# /tmp's and the tmpfs folders' mode, a container's: every user writes there, and removes only its own
+# (an agent's oracle's mktemp, a verifier's tempfile as [verifier].user).
+_SCRATCH_MODE = 0o1777
+_SCRATCH = ("/var/tmp", "/dev/shm")  # of _TMPFS: /run stays root's, as in a container
 # Writable where a test.sh expects to write (pip's and apt's caches, a user's dotfiles), with the
 # host's entries bound back read-only: files can be added, the host's cannot change.
 _LAYERED = ("/root", "/usr/local")
@@ -150,6 +154,10 @@ def _make_room(path: str, layered: List[str]) -> List[str]:
     return _layered(parent)
 
 
+def _scratch_perms(folder: str) -> Tuple[str, ...]:
+    return ("--perms", f"{_SCRATCH_MODE:o}") if folder in _SCRATCH else ()
+
+
 def _real_folder(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
@@ -216,6 +224,7 @@ class LocalSandbox:
         self._root = Path(tempfile.mkdtemp(prefix="nemo-gym-sandbox-"))
         for folder in ("tests", "logs/verifier", "tmp", "solution", "etc"):
             (self._root / folder).mkdir(parents=True)
+        (self._root / "tmp").chmod(_SCRATCH_MODE)
         self.single_user = os.getuid() != 0
         self._users: Dict[str, Tuple[int, int, str]] = {}  # names the host lacks: uid, gid, home
         for user in users:
@@ -336,7 +345,12 @@ class LocalSandbox:
             *layered,
             "--dev", "/dev",
             "--proc", "/proc",
-            *[argument for folder in _TMPFS if _real_folder(folder) for argument in ("--tmpfs", folder)],
+            *[
+                argument
+                for folder in _TMPFS
+                if _real_folder(folder)
+                for argument in (*_scratch_perms(folder), "--tmpfs", folder)
+            ],
             "--bind", str(self._root / "tmp"), "/tmp",
             "--bind", str(self._root / "tests"), "/tests",
             "--bind", str(self._root / "logs"), "/logs",
