@@ -300,3 +300,23 @@ def test_publish_takes_the_base_image(tmp_path, capsys):
         "WORKDIR /workspace",
     ]
     assert capsys.readouterr().out.startswith("published 1 task(s) for Harbor")
+
+
+@pytest.mark.parametrize("given", ["empty", "task"])
+def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
+    # A new author's walkthrough (2026-12-02): validate, publish and check of a task folder, or of an
+    # empty one, reported "0 of 0 task(s) scored full marks", "published 0 task(s)" or "nothing found",
+    # with exit status 0: a CI job would have passed for nothing.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    if given == "task":
+        write_files(folder, {"task.toml": "", "tests/verifier.py": "def verify():\n    return 1.0\n"})
+    reason = "is a task folder, not a dataset" if given == "task" else "holds no task folder"
+    validated = gym("dataset", "validate", str(folder))
+    assert validated.returncode == 1 and reason in validated.stderr, validated
+    published = gym("dataset", "publish", "--harbor", str(folder), str(tmp_path / "out"))
+    assert published.returncode == 1 and reason in published.stderr, published
+    assert not (tmp_path / "out").exists()
+    if given == "empty":  # check takes a task folder too
+        checked = gym("check", str(folder))
+        assert checked.returncode != 0 and reason in checked.stdout, checked

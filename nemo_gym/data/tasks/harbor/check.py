@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
-from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset, load_task, read_toml
+from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset, load_task, no_task_reason, read_toml
 
 ERROR, WARNING = "error", "warning"
 # The key of a finding that only says a task cannot be published for Harbor.
@@ -353,6 +353,8 @@ def check(path: Path) -> List[Finding]:
         dataset = load_dataset(path)
     except TaskError as error:
         return [*findings, Finding(ERROR, str(path), "", str(error))]
+    if not dataset.task_ids:
+        return [*findings, Finding(ERROR, str(path), "", no_task_reason(path).split(": ", 1)[1])]
     for folder in dataset.folders:
         findings += check_task(path / folder, dataset_root=path)
     if dataset.rows and (path / "verifier.py").is_file():

@@ -403,7 +403,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         prepare_images,
         verifier_sandbox_opener,
     )
-    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, read_secrets
+    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, no_task_reason, read_secrets
     from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 
     if args.jobs is not None and args.jobs < 1:
@@ -411,6 +411,8 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     jobs = args.jobs or default_jobs()
     secrets = read_secrets(args.secrets) if args.secrets else None
     dataset = load_dataset(args.dataset)
+    if not dataset.task_ids:
+        raise CommandError(no_task_reason(args.dataset))
     open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image, progress=_build_progress)
 
     def open_verifier(task: Any) -> Any:

@@ -66,7 +66,7 @@ from nemo_gym.data.tasks.harbor.staging import (
     shim_files,
     task_test_files,
 )
-from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, load_dataset
+from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, load_dataset, no_task_reason
 from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 from nemo_gym.data.tasks.harbor.verifier_env import SEPARATE, step_verifier_mode, verifier_mode
 from nemo_gym.data.tasks.harbor.workdir import working_directory
@@ -461,6 +461,8 @@ def publish_for_harbor(
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise PublishError(f"{out}: already exists and is not an empty folder; publish into a new one")
     dataset = load_dataset(dataset_root)
+    if not dataset.task_ids:
+        raise PublishError(no_task_reason(dataset_root))
     files, refusals = _publication(dataset, image)
     if refusals:
         problems = group_refusals(refusals, tuple(dataset.rows))

@@ -706,6 +706,14 @@ def is_task_folder(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in ("task.toml", "tests", "task_data.json"))
 
 
+def no_task_reason(root: Union[str, Path]) -> str:
+    """Why ``root``, given where a dataset is expected, holds no task: one sentence naming it (a
+    command that validates or publishes nothing must say so, not report success)."""
+    if (Path(root) / "task.toml").is_file():
+        return f"{root}: is a task folder, not a dataset; give the folder that holds it"
+    return f"{root}: holds no task folder (one with task.toml, tests/ or task_data.json) and no rows.jsonl"
+
+
 def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
     rows: Dict[str, Dict[str, Any]] = {}
     try:
@@ -879,6 +887,7 @@ __all__ = [
     "load_task",
     "loads_json",
     "nested_too_deep",
+    "no_task_reason",
     "read_json_object",
     "read_secrets",
     "read_toml",
