@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import threading
 import time
+import weakref
+from typing import List
 
 import pytest
 
@@ -71,3 +74,35 @@ def test_a_call_that_never_returns_holds_no_asyncio_run_open():
     asyncio.run(run())  # the default executor's threads are joined here; a daemon of its own is not
     assert time.perf_counter() - started < 5
     stuck.set()
+
+
+def test_a_failed_calls_locals_are_freed_without_a_collection():
+    # An engine stream the failed call left open held the container's next archive call (the
+    # transfer-limit test stalled 120 s): nothing may keep the call's frame alive past the caller's
+    # handling of its exception.
+    class Stream:
+        pass
+
+    seen: List[weakref.ref[Stream]] = []
+
+    def fail() -> None:
+        stream = Stream()
+        seen.append(weakref.ref(stream))
+        raise ConnectionError("too large")
+
+    async def run() -> None:
+        try:
+            await in_thread(fail)
+        except ConnectionError:
+            pass
+        await asyncio.sleep(0)
+
+    gc.disable()
+    try:
+        asyncio.run(run())
+        for thread in threading.enumerate():  # the call's thread hands its exception over, then ends
+            if thread.name == THREAD_NAME:
+                thread.join(5)
+        assert seen[0]() is None
+    finally:
+        gc.enable()

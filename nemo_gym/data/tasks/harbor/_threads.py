@@ -22,19 +22,28 @@ THREAD_NAME = "nemo-gym-blocking-call"
 
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``function(*args, **kwargs)`` in a new daemon thread; its result, or its exception."""
+    return await _started(function, args, kwargs)  # no local of this frame holds the future (_work)
+
+
+def _started(function: Callable[..., T], args: Any, kwargs: Any) -> asyncio.Future[T]:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
+    threading.Thread(target=_work, args=(loop, future, function, args, kwargs), name=THREAD_NAME, daemon=True).start()
+    return future
 
-    def work() -> None:
-        try:
-            result = function(*args, **kwargs)
-        except BaseException as error:
-            _deliver(loop, future, None, error)
-        else:
-            _deliver(loop, future, result, None)
 
-    threading.Thread(target=work, name=THREAD_NAME, daemon=True).start()
-    return await future
+def _work(loop: asyncio.AbstractEventLoop, future: Any, function: Callable[..., Any], args: Any, kwargs: Any) -> None:
+    # A raised exception's traceback holds the frames it passed, here and in the awaiting task: a
+    # frame that still held the future, which holds the exception, would make a cycle keeping the
+    # failed call's locals (an engine stream left open, which stalls the container's next archive
+    # call) until a collection. The future is dropped once delivered, as concurrent.futures does.
+    try:
+        result = function(*args, **kwargs)
+    except BaseException as error:
+        _deliver(loop, future, None, error)
+        future = None
+    else:
+        _deliver(loop, future, result, None)
 
 
 def _deliver(

@@ -670,11 +670,15 @@ class DockerSandbox:
         def read() -> bytes:
             chunks: List[bytes] = []
             size = 0
+            stream: Any = None
             try:
                 stream, _ = container.get_archive(path, chunk_size=1 << 16)
                 for chunk in stream:
                     size += len(chunk)
                     if size > limit:
+                        # Closed now: the engine holds the container's archive calls until this
+                        # stream is read or gone, and the next artifact's would wait on it.
+                        stream.close()
                         raise SandboxError(f"{path} is larger than {limit} bytes")
                     chunks.append(chunk)
             except Exception as error:
