@@ -20,6 +20,8 @@ import pytest
 from support import write_files
 
 from nemo_gym.data.tasks.harbor._resources import shim_dir
+from nemo_gym.data.tasks.harbor.check import unusable_verify
+from nemo_gym.data.tasks.harbor.task import TaskError
 from nemo_gym.data.tasks.harbor.testing import (
     function_call,
     function_call_output,
@@ -255,7 +257,10 @@ async def _real_run(path: Path) -> Dict[str, Any]:
 
     task = load_task(path)
     given = path / "response.json"
-    plan = plan_verification(task, response=read_json_object(given, "response") if given.exists() else None)
+    try:
+        plan = plan_verification(task, response=read_json_object(given, "response") if given.exists() else None)
+    except TaskError as error:  # a verify no run could call: the author's mistake, before any sandbox
+        return {"refused": str(error)}
     async with open_task_sandbox(task, path / "workspace", kind="local") as sandbox:
         outcome = await run_verification(plan, sandbox)
     real = outcome.as_dict()
@@ -278,6 +283,10 @@ def real_runs(tmp_path_factory):
 def test_same_outcome_as_the_real_runner(case, real_runs):
     task, real = real_runs[case.id]
     result = run_verify(task, workspace=task / "workspace", response=case.response)
+    if "refused" in real:  # run_verify reports it as a failed verify, the author's test fails on it
+        assert real["refused"].endswith(str(unusable_verify(case.verifier.encode())))
+        assert not result.ok and result.error and result.reward == 0.0, result
+        return
     assert (result.reward, result.metrics, result.failure_kind) == (
         real["reward"],
         real["metrics"],

@@ -518,3 +518,33 @@ def test_a_full_disk_is_told_from_the_failures_text(text, full):
     from nemo_gym.data.tasks.harbor.verification import disk_full
 
     assert disk_full(text) is full
+
+
+UNUSABLE = {
+    "def verify(ws):\n    return 1.0\n": "declares `ws`, which the runner cannot supply",
+    "def grade(workspace):\n    return 1.0\n": "defines no `verify` at the top level",
+    "def verify():\n    return 1.0\ndef verify(answer, *, strict):\n    return 0.0\n": "declares `answer`",
+}
+CALLABLE = [
+    "def verify(ws=None):\n    return 1.0\n",  # a default: the runner leaves it
+    "from helpers import *\n",  # a star import may bring verify
+    "globals()['verify'] = lambda: 1.0\n",
+    "verify = lambda: 1.0\n",
+    "def verify(workspace, task_data, response, state):\n    return 1.0\n",
+    "def verify():\n    match 1:\n        case 1:\n            return 1.0\n",  # newer syntax than 3.8 reads
+]
+
+
+@pytest.mark.parametrize(("source", "message"), UNUSABLE.items())
+def test_a_verify_the_runner_can_never_call_is_the_authors_error(tmp_path, source, message):
+    # A new author's walkthrough (2026-12-02): `def verify(ws)` or no verify at all scored every
+    # sample 0 (harbor:missing_reward), silently on a server; check knew it without running anything.
+    task = write_files(tmp_path / "task", {"task.toml": "", "tests/verifier.py": source})
+    with pytest.raises(TaskError, match=rf"verifier\.py: .*{message}"):
+        plan_verification(load_task(task))
+
+
+@pytest.mark.parametrize("source", CALLABLE)
+def test_a_verify_that_may_be_callable_is_planned(tmp_path, source):
+    task = write_files(tmp_path / "task", {"task.toml": "", "tests/verifier.py": source})
+    assert plan_verification(load_task(task)).kind == "verifier.py"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.util
 import re
 import sys
@@ -245,6 +246,29 @@ def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
     return findings
 
 
+@functools.lru_cache(maxsize=256)
+def unusable_verify(source: bytes) -> Optional[str]:
+    """Why the runner can never call the ``verify`` of ``source`` (a ``verifier.py``), or ``None``:
+    what ``check`` finds for certain, whatever the sandbox, so that every sample would score 0 for the
+    author's mistake. Certain means: it parses here, and binds no ``verify`` anywhere (no star import,
+    nor the name as a string, as ``globals()["verify"]`` would use), or its last top-level ``verify``
+    is a ``def`` that requires an argument the runner cannot supply. A syntax error is left to the
+    sandbox, whose Python may be newer than this host's."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    dynamic = any(
+        (isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names))
+        or (isinstance(node, ast.Constant) and node.value == "verify")
+        for node in ast.walk(tree)
+    )
+    findings = [finding for finding in _verify_findings(tree, "") if finding.severity == ERROR]
+    if not findings or (dynamic and findings[0].key == "verify"):
+        return None
+    return findings[0].message
+
+
 def _bound_names(node: ast.AST) -> List[str]:
     if isinstance(node, ast.ClassDef):
         return [node.name]
@@ -379,4 +403,14 @@ def exit_status(findings: Sequence[Finding]) -> int:
     return 3 if findings else 0
 
 
-__all__ = ["DATASET_KEYS", "ERROR", "TASK_KEYS", "WARNING", "Finding", "check", "check_task", "exit_status"]
+__all__ = [
+    "DATASET_KEYS",
+    "ERROR",
+    "TASK_KEYS",
+    "WARNING",
+    "Finding",
+    "check",
+    "check_task",
+    "exit_status",
+    "unusable_verify",
+]

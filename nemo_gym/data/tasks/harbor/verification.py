@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
+from nemo_gym.data.tasks.harbor.check import unusable_verify
 from nemo_gym.data.tasks.harbor.collected import CACHE_TAG, Collected, CollectError, read_collected
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.env_templates import template_name as _template_name
@@ -223,7 +224,11 @@ def plan_verification(
     else:
         assert choice.verifier_path is not None
         data = task.task_data if task_data is None else task_data
-        files = tuple(shim_files(choice.verifier_path.read_bytes(), data, response, task_files))
+        verifier = choice.verifier_path.read_bytes()
+        unusable = unusable_verify(verifier)
+        if unusable is not None:  # the author's mistake: every sample would score 0, so fail loudly
+            raise TaskError(f"{choice.verifier_path}: {unusable}")
+        files = tuple(shim_files(verifier, data, response, task_files))
     check_names(files)
     secrets = dict(secrets or {})
     source = {**(os.environ if host_env is None else host_env), **secrets}
