@@ -203,3 +203,28 @@ def test_validate_prints_the_findings_first_and_publish_refuses_on_errors(tmp_pa
     )
     assert published.returncode == 1 and "1 error(s) found by check, nothing written" in published.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_a_verifier_py_a_test_sh_keeps_from_running_is_a_warning(tmp_path, steps):
+    # A new author's walkthrough (2026-12-02): tests/test.sh added beside tests/verifier.py silently
+    # graded instead of it (run_verify, the author's unit tests, still graded verifier.py).
+    verifier = "def verify():\n    return 1.0\n"
+    files = {"task.toml": "", "tests/test.sh": "echo 0 > /logs/verifier/reward.txt\n"}
+    if steps:
+        files["task.toml"] = "[[steps]]\nname = 'a'\n"
+        files.update({"steps/a/instruction.md": "", "steps/a/tests/verifier.py": verifier})
+        unused = "steps/a/tests/verifier.py"
+    else:
+        files["tests/verifier.py"] = verifier
+        unused = "tests/verifier.py"
+    task = write_files(tmp_path / "task", files)
+    warnings = [finding for finding in check(task) if "is never run" in finding.message]
+    assert [(finding.severity, finding.path) for finding in warnings] == [("warning", str(task / unused))]
+    assert str(task / "tests" / "test.sh") in warnings[0].message
+
+
+def test_a_verifier_py_the_test_sh_runs_itself_is_no_warning(tmp_path):
+    files = {"task.toml": "", "tests/verifier.py": "print(1)\n", "tests/test.sh": "python3 /tests/verifier.py\n"}
+    task = write_files(tmp_path / "task", files)
+    assert not [finding for finding in check(task) if "is never run" in finding.message]

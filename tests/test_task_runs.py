@@ -18,6 +18,7 @@ from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.task import TaskError, load_task
 from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, plan_verification, run_verification
 
+VERIFY = "def verify():\n    return 1.0\n"  # a verifier the plans below accept
 GYM = str(Path(sys.executable).parent / "gym-harbor")
 
 
@@ -162,7 +163,7 @@ def test_secrets_fill_only_verifier_env(tmp_path):
 
 def test_a_missing_variable_fails_before_any_sandbox(tmp_path, monkeypatch):
     task = write(
-        tmp_path / "task", {"task.toml": '[verifier]\nenv = { K = "${NEMO_GYM_NOPE}" }\n', "tests/verifier.py": ""}
+        tmp_path / "task", {"task.toml": '[verifier]\nenv = { K = "${NEMO_GYM_NOPE}" }\n', "tests/verifier.py": VERIFY}
     )
     started = []
     monkeypatch.setattr(LocalSandbox, "__init__", lambda *a, **k: started.append(1))
@@ -243,13 +244,13 @@ def test_multi_step_tasks_verify_one_step(tmp_path):
 
 
 def test_a_user_with_a_group_is_refused_locally(tmp_path):
-    task = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "nobody:nogroup"\n', "tests/verifier.py": ""})
+    task = write(tmp_path / "task", {"task.toml": '[verifier]\nuser = "nobody:nogroup"\n', "tests/verifier.py": VERIFY})
     with pytest.raises(TaskError, match="works on the Docker sandbox only"):
         run_local(task, tmp_path)
 
 
 def test_agent_user_without_verifier_user_runs_as_root(tmp_path):
-    task = write(tmp_path / "task", {"task.toml": '[agent]\nuser = "agent"\n', "tests/verifier.py": ""})
+    task = write(tmp_path / "task", {"task.toml": '[agent]\nuser = "agent"\n', "tests/verifier.py": VERIFY})
     assert plan_verification(load_task(task)).user == "root"
     write(task, {"task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = 7\n'})
     assert plan_verification(load_task(task)).user == 7
@@ -259,7 +260,7 @@ def test_agent_user_without_verifier_user_runs_as_root(tmp_path):
 
 def test_a_separate_plan_is_not_run_in_the_agents_sandbox(tmp_path):
     toml = '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "grader:1"\n'
-    task = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": ""})
+    task = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": VERIFY})
     plan = plan_verification(load_task(task))
     assert plan.mode == "separate"
     workspace = write(tmp_path / "ws", {"answer.txt": ""})

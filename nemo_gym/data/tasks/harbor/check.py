@@ -335,6 +335,25 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
     for path in verifiers:
         findings += verifier_findings(path, _siblings(path.parent))
+    return findings + _shadowed(task.path, [step.name for step in task.steps])
+
+
+def _shadowed(task_dir: Path, steps: Sequence[str]) -> List[Finding]:
+    """A ``verifier.py`` that a ``test.sh`` keeps from ever running (a test.sh wins, as in
+    ``verification.choose_verifier``: Harbor runs test.sh), unless the test.sh names it (it may run
+    it itself): the task's, and each step's over it."""
+    chains = [[task_dir / "tests", task_dir / "steps" / step / "tests"] for step in steps] or [[task_dir / "tests"]]
+    findings: List[Finding] = []
+    for chain in chains:
+        shell = next((folder / "test.sh" for folder in chain if (folder / "test.sh").is_file()), None)
+        if shell is None or b"verifier.py" in shell.read_bytes():  # a test.sh may run it itself
+            continue
+        unused = [folder / "verifier.py" for folder in chain if (folder / "verifier.py").is_file()]
+        for path in unused:
+            message = f"is never run: {shell} grades instead (a test.sh wins, as Harbor runs it); remove one of them"
+            finding = Finding(WARNING, str(path), "", message)
+            if finding not in findings:
+                findings.append(finding)
     return findings
 
 
