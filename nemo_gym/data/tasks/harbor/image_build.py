@@ -64,7 +64,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    TypeVar,
     Union,
 )
 
@@ -76,8 +75,6 @@ try:
     import docker.errors
 except ImportError:  # pragma: no cover - exercised only without the optional extra
     docker = None
-
-T = TypeVar("T")
 
 AGENT, VERIFIER = "agent", "verifier"
 KINDS = (AGENT, VERIFIER)
