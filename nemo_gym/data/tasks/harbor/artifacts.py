@@ -77,7 +77,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     causes,
     sandbox_option,
 )
-from nemo_gym.data.tasks.harbor.tar_guard import UnsafeTar, check_pax
+from nemo_gym.data.tasks.harbor.tar_guard import UnsafeTar, open_tar
 from nemo_gym.data.tasks.harbor.task import (
     CONVENTION_ARTIFACTS,
     PROTECTED_PATHS,
@@ -625,8 +625,9 @@ def _name(member: tarfile.TarInfo) -> str:
 
 
 # What tarfile raises on a damaged archive besides TarError: a header cut inside a sparse map
-# (IndexError, ValueError), a negative size on 3.8 (ValueError: a negative seek).
-_DAMAGED = (tarfile.TarError, ValueError, IndexError, EOFError, OverflowError)
+# (IndexError, ValueError), a negative size on 3.8 (ValueError: a negative seek), headers that
+# extend the next too many times (RecursionError; open_tar stops them first).
+_DAMAGED = (tarfile.TarError, ValueError, IndexError, EOFError, OverflowError, RecursionError)
 
 
 def _read_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
@@ -646,8 +647,7 @@ def complete_members(data: bytes) -> bytes:
     (``b""`` when none did): a member whose header or data the cut reached is left out."""
     end = 0
     try:
-        check_pax(io.BytesIO(data))
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        with open_tar(io.BytesIO(data)) as archive:
             # tarfile's offset is where the next header starts: the member read last ends before it.
             for _ in _read_members(archive):
                 if archive.offset > len(data):
@@ -778,12 +778,7 @@ class _Collection:
         """Copies the archive ``data`` of ``artifact`` to its host copy, as ``plan_copy`` says;
         ``cut``: the archive holds only part of the artifact (its copy stalled)."""
         try:
-            check_pax(data)
-        except UnsafeTar as error:  # names of the agent's, read by the engine's own tar writer
-            self.skip(artifact.source, str(error))
-            return
-        try:
-            with tarfile.open(fileobj=data, mode="r:") as archive:
+            with open_tar(data) as archive:
                 entries, members = _entries(archive, artifact.source)
                 if not entries:
                     self.skip(artifact.source, "not a file, folder or symbolic link (a socket, which no archive holds)")
@@ -798,6 +793,9 @@ class _Collection:
                 target = _make_folders(self.folder, artifact.destination)
                 _remove(target)
                 _write(archive, members, plan, target)
+        except UnsafeTar as error:  # names of the agent's, read by the engine's own tar writer
+            self.skip(artifact.source, str(error))
+            return
         except _DAMAGED as error:
             raise SandboxError(f"the archive of {artifact.source} from the sandbox is damaged: {error}") from error
         self.bytes_left -= plan.bytes

@@ -17,7 +17,7 @@ import tarfile
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
-from nemo_gym.data.tasks.harbor.tar_guard import check_pax
+from nemo_gym.data.tasks.harbor.tar_guard import open_tar
 
 SUMS, META, OUTPUTS = ".sums", "meta", "files/"
 CACHE_TAG = "cache_tag"  # the server's runner says which interpreter ran it (bytecode.ImageTags)
@@ -78,8 +78,7 @@ def _relative(member: str) -> str:
 def _members(data: bytes) -> Dict[str, bytes]:
     files: Dict[str, bytes] = {}
     try:
-        check_pax(io.BytesIO(data))
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        with open_tar(io.BytesIO(data)) as archive:
             for member in archive:
                 if member.isdir():
                     continue
@@ -97,7 +96,7 @@ def _members(data: bytes) -> Dict[str, bytes]:
                 if len(files[name]) != member.size:
                     raise CollectError(f"{name} in the results is truncated")
             end = archive.offset
-    except (tarfile.TarError, EOFError, OSError, ValueError) as error:
+    except (tarfile.TarError, EOFError, OSError, ValueError, IndexError, OverflowError, RecursionError) as error:
         if isinstance(error, CollectError):
             raise
         raise CollectError(f"the results are not a readable tar ({error})") from None

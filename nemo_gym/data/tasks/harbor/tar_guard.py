@@ -1,77 +1,105 @@
-"""A tar from a sandbox, checked before ``tarfile`` reads it: its PAX headers must cost linear time.
+"""Tars from a sandbox, read by ``tarfile`` only where its header parsing takes linear time.
 
 Most interpreters a host runs (3.8-3.12 before their 2024 security releases) read a PAX header with
 regular expressions that take time quadratic in a run of digits (``\\d+ hdrcharset=`` searched over
-the header, CVE-2024-6232) and in a record whose length does not end it (``(\\d+) ([^=]+)=`` matched
-record after record). ``re`` holds the interpreter's lock while it matches, so one crafted header
-stops every thread of the server: red team 36 froze it for 16 s with a 150 KB results tar (a root
-agent's ``tar``), and an agent's links to 4 KB runs of digits cost 18 ms each through the engine's
-own archive. ``check_pax`` walks the headers once and refuses what could cost more.
+the header's blocks, CVE-2024-6232) and in a record whose ``=`` lies far past its length (``(\\d+)
+([^=]+)=``, matched record after record); every interpreter copies a global header's records into
+each later member, and recurses once per header that extends the next. ``re`` holds the
+interpreter's lock while it matches, so one crafted header stops every thread of a server: red team
+36 froze one for 16 s with a 150 KB results tar (a root agent's ``tar``), and an agent's links to
+4 KB runs of digits cost 18 ms each through the engine's own archive.
+
+``open_tar`` checks each such header inside ``tarfile``'s own walk (a ``TarInfo`` whose
+``_proc_pax`` and ``_proc_gnulong`` look first), on the very bytes ``tarfile`` is about to search, so
+no header can hide from it (red team 37 hid them behind sizes the walk and ``tarfile`` read apart).
+A header it refuses raises ``UnsafeTar``; a real writer's (GNU tar, ``tarfile``, the engine's Go
+``archive/tar``) never is.
 """
 
 from __future__ import annotations
 
-from typing import IO, Optional
+import tarfile
+from typing import IO, Any
 
-BLOCK = 512
-_PAX_TYPES = (b"x", b"g", b"X")  # extended, global, Solaris extended: all read as PAX
-# A run of digits costs tarfile's searches its length squared; runs shorter than this cost at most
-# this much a byte, and are left uncounted (counting them would cost as much as the search).
-LONG_RUN = 64
-# The most the long runs of one archive's PAX headers may cost, as a sum of squares: some 20 ms of
-# matching on this machine kind. A real archive's PAX records (paths, link targets, times, ids,
-# extended attributes) hold no run near 64 digits.
-MAX_PAX_WORK = 1 << 24
-# A record's length field: more digits than any header could need.
-_MAX_LENGTH_DIGITS = 12
 # Digits to "1", the rest to NUL: a long run is then found by bytes.find, in linear time.
 _DIGITS = bytes(0x31 if 0x30 <= byte <= 0x39 else 0 for byte in range(256))
+# A run of digits costs tarfile's searches its length squared; a run shorter than this costs at
+# most this much a byte, like any other byte, and is left uncounted.
+LONG_RUN = 16
 _RUN = b"1" * LONG_RUN
+# The most the long runs of one archive's PAX headers may cost, as a sum of squares: about a
+# quarter of a second of matching on this machine kind. Real records (paths, link targets, times,
+# ids, extended attributes) hold short runs: 4,000 file names of 255 digits each fit.
+MAX_PAX_WORK = 1 << 28
+# Headers that extend the next one (PAX, GNU long name or link), in a row: tarfile recurses once
+# for each; a real member has at most a global header, an extended one and two long names.
+MAX_CHAINED = 8
+# Records of global headers, all of them together: tarfile copies them into every later member.
+# (git archive writes one, a comment with the commit.)
+MAX_GLOBAL_RECORDS = 16
+# A record's length field: more digits than any header could need.
+_MAX_LENGTH_DIGITS = 12
 
 
 class UnsafeTar(ValueError):
-    """A tar whose PAX headers ``tarfile`` could take quadratic time to read."""
+    """A tar with a header ``tarfile`` could take more than linear time or memory to read."""
 
 
-def check_pax(stream: IO[bytes], budget: int = MAX_PAX_WORK) -> None:
-    """Raises ``UnsafeTar`` when a PAX header of the tar in ``stream`` (seekable, read from where it
-    is and put back there) is not a list of well-formed records (``LENGTH KEYWORD=VALUE\\n``, each
-    length exactly its record's), or its runs of ``LONG_RUN`` or more digits cost more than
-    ``budget`` together. What it cannot walk (a header cut short, a size it cannot read) it leaves
-    to ``tarfile``, which reads the same bytes and reports the damage."""
-    start = stream.tell()
-    work = 0
-    try:
-        while True:
-            header = stream.read(BLOCK)
-            if len(header) < BLOCK or not header.strip(b"\0"):
-                return
-            size = _size(header[124:136])
-            if size is None or size < 0:
-                return
-            if header[156:157] in _PAX_TYPES:
-                data = stream.read(size)
-                _check_records(data, whole=len(data) == size)
-                work += _long_runs(data)
-                if work > budget:
-                    raise UnsafeTar(f"its PAX headers hold runs of digits that would take {work} steps to read")
-                stream.seek(-size % BLOCK, 1)
-            else:
-                stream.seek(size + -size % BLOCK, 1)
-    finally:
-        stream.seek(start)
+def open_tar(fileobj: IO[bytes]) -> tarfile.TarFile:
+    """``tarfile.open(fileobj=fileobj, mode="r:")``, whose reading raises ``UnsafeTar`` at a header
+    that would cost more than linear time: a PAX header that is not well-formed records filling its
+    size (its block's padding all NUL), runs of digits past ``MAX_PAX_WORK``, more than
+    ``MAX_GLOBAL_RECORDS`` global records, or more than ``MAX_CHAINED`` extending headers in a row."""
+    return tarfile.open(fileobj=fileobj, mode="r:", tarinfo=_CheckedInfo)
 
 
-def _size(field: bytes) -> Optional[int]:
-    """A header's size field as tarfile reads it: octal text, or base-256 (first byte 0x80 or 0xff)."""
-    if field[:1] in (b"\x80", b"\xff"):
-        value = int.from_bytes(field[1:], "big")
-        return value - 256 ** (len(field) - 1) if field[:1] == b"\xff" else value
-    text = field.split(b"\0", 1)[0].strip()
-    try:
-        return int(text or b"0", 8)
-    except ValueError:
-        return None
+class _CheckedInfo(tarfile.TarInfo):
+    def _proc_pax(self, tarfile: Any) -> Any:  # tarfile's own hook
+        with _Chained(tarfile):
+            _check_pax(self, tarfile)
+            return super()._proc_pax(tarfile)  # type: ignore[misc]
+
+    def _proc_gnulong(self, tarfile: Any) -> Any:  # tarfile's own hook
+        with _Chained(tarfile):
+            return super()._proc_gnulong(tarfile)  # type: ignore[misc]
+
+
+class _Chained:
+    """Counts the extending headers being read in a row (each reads the next inside it)."""
+
+    def __init__(self, archive: Any) -> None:
+        self.archive = archive
+
+    def __enter__(self) -> None:
+        depth = getattr(self.archive, "_nemo_gym_chained", 0) + 1
+        if depth > MAX_CHAINED:
+            raise UnsafeTar(f"more than {MAX_CHAINED} headers extend one member")
+        self.archive._nemo_gym_chained = depth
+
+    def __exit__(self, *_: object) -> None:
+        self.archive._nemo_gym_chained -= 1
+
+
+def _check_pax(info: tarfile.TarInfo, archive: Any) -> None:
+    """The checks ``open_tar`` names, on the bytes ``_proc_pax`` will read (its size in whole
+    blocks: it searches the padding too), the file put back where it was."""
+    if info.size < 0:
+        raise UnsafeTar(f"a PAX header at byte {info.offset} has a negative size")
+    where = archive.fileobj.tell()
+    data = archive.fileobj.read(info._block(info.size))  # type: ignore[attr-defined]
+    archive.fileobj.seek(where)
+    records = _check_records(data[: info.size], whole=len(data) >= info.size)
+    if data[info.size :].strip(b"\0"):
+        raise UnsafeTar(f"the PAX header at byte {info.offset} holds bytes past its records")
+    work = getattr(archive, "_nemo_gym_pax_work", 0) + _long_runs(data)
+    archive._nemo_gym_pax_work = work
+    if work > MAX_PAX_WORK:
+        raise UnsafeTar(f"its PAX headers hold runs of digits that would take {work} steps to read")
+    if info.type == tarfile.XGLTYPE:
+        total = getattr(archive, "_nemo_gym_global_records", 0) + records
+        archive._nemo_gym_global_records = total
+        if total > MAX_GLOBAL_RECORDS:
+            raise UnsafeTar(f"its global PAX headers hold {total} records, more than {MAX_GLOBAL_RECORDS}")
 
 
 def _long_runs(data: bytes) -> int:
@@ -86,24 +114,26 @@ def _long_runs(data: bytes) -> int:
         work += (position - start) ** 2
 
 
-def _check_records(data: bytes, whole: bool) -> None:
-    """Every record well formed; of a header cut short (``whole`` false), the last may run past the cut."""
-    position = 0
+def _check_records(data: bytes, whole: bool) -> int:
+    """How many records ``data`` holds, each ``LENGTH KEYWORD=VALUE\\n`` with its ``=`` inside it;
+    of a header cut short (``whole`` false), the last may run past the cut."""
+    position = count = 0
     while position < len(data):
         space = data.find(b" ", position, position + _MAX_LENGTH_DIGITS + 1)
         digits = data[position:space] if space > position else b""
         if not digits.isdigit():
             if not whole and space < 0 and data[position:].isdigit():
-                return  # the cut is in the length itself
+                return count  # the cut is in the length itself
             raise UnsafeTar(f"a PAX record at byte {position} of its header has no length")
         end = position + int(digits)
         if end > len(data) and not whole and end > space + 1:
-            return
+            return count + 1
         if end > len(data) or end <= space + 1 or data[end - 1 : end] != b"\n":
             raise UnsafeTar(f"a PAX record at byte {position} of its header does not end where its length says")
         if data.find(b"=", space + 2, end) < 0:
             raise UnsafeTar(f"a PAX record at byte {position} of its header has no keyword")
-        position = end
+        position, count = end, count + 1
+    return count
 
 
-__all__ = ["LONG_RUN", "MAX_PAX_WORK", "UnsafeTar", "check_pax"]
+__all__ = ["LONG_RUN", "MAX_CHAINED", "MAX_GLOBAL_RECORDS", "MAX_PAX_WORK", "UnsafeTar", "open_tar"]
