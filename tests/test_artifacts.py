@@ -26,13 +26,16 @@ from nemo_gym.data.tasks.harbor.artifacts import (
     FILE,
     FOLDER,
     LINK,
+    MAX_ARTIFACT_BYTES,
     MAX_ARTIFACT_DEPTH,
+    MAX_ARTIFACT_FILES,
     MAX_ARTIFACT_PATH,
     MAX_LINK_WORK,
     OTHER,
     CollectedArtifact,
     CollectedArtifacts,
     Entry,
+    _Collection,
     claim_refusal,
     collect_artifacts,
     collection_set,
@@ -1106,8 +1109,10 @@ def test_an_archive_whose_member_goes_back_is_damaged_never_read_forever(tmp_pat
 
 
 @pytest.mark.parametrize("options", [["--format=gnu"], ["--format=posix", "--sparse-version=1.0"]])
-def test_a_sparse_member_cut_inside_its_map_is_a_cut_not_an_error(tmp_path, options):
-    # tarfile raised IndexError (GNU) or ValueError (PAX 1.0) on a sparse map cut short (red team 33).
+def test_a_sparse_member_whole_or_cut_is_never_read(tmp_path, options):
+    # tarfile raised IndexError (GNU) or ValueError (PAX 1.0) on a sparse map cut short (red team 33),
+    # and reads a whole one with a Python loop per entry (red team 38: 4 s and 440 MB for 16 MB). No
+    # tar of a sandbox's files holds one (tar runs without -S there): what comes before it is kept.
     with open(tmp_path / "s.bin", "wb") as sparse:
         for index in range(60):  # 60 extents: the map needs extension headers
             sparse.seek(index * 65536)
@@ -1124,4 +1129,7 @@ def test_a_sparse_member_cut_inside_its_map_is_a_cut_not_an_error(tmp_path, opti
         if kept:
             with tarfile.open(fileobj=io.BytesIO(kept)) as archive:
                 names.add(tuple(archive.getnames()))
-    assert names == {("a.txt",), ("a.txt", "s.bin")}
+    assert names == {("a.txt",)}
+    tally = _Collection(tmp_path / "out", MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES)
+    tally.take(Artifact("/app", "app"), io.BytesIO(whole))
+    assert [(item.path, "sparse" in item.reason) for item in tally.result().skipped] == [("/app", True)]

@@ -627,7 +627,7 @@ def _name(member: tarfile.TarInfo) -> str:
 # What tarfile raises on a damaged archive besides TarError: a header cut inside a sparse map
 # (IndexError, ValueError), a negative size on 3.8 (ValueError: a negative seek), headers that
 # extend the next too many times (RecursionError; open_tar stops them first).
-_DAMAGED = (tarfile.TarError, ValueError, IndexError, EOFError, OverflowError, RecursionError)
+_DAMAGED = (tarfile.TarError, ValueError, IndexError, EOFError, OverflowError, RecursionError, MemoryError)
 
 
 def _read_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:

@@ -96,7 +96,16 @@ def _members(data: bytes) -> Dict[str, bytes]:
                 if len(files[name]) != member.size:
                     raise CollectError(f"{name} in the results is truncated")
             end = archive.offset
-    except (tarfile.TarError, EOFError, OSError, ValueError, IndexError, OverflowError, RecursionError) as error:
+    except (
+        tarfile.TarError,
+        EOFError,
+        OSError,
+        ValueError,
+        IndexError,
+        OverflowError,
+        RecursionError,
+        MemoryError,
+    ) as error:
         if isinstance(error, CollectError):
             raise
         raise CollectError(f"the results are not a readable tar ({error})") from None
