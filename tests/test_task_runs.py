@@ -337,3 +337,43 @@ def test_the_local_sandboxs_scratch_folders_are_everyones_as_in_a_container(tmp_
             return (await sandbox.exec(script, user="agent")).stdout
 
     assert asyncio.run(run()).split() == ["1777", "made"] * 3
+
+
+def test_what_an_agent_leaves_in_the_now_writable_tmp_derails_no_grading(tmp_path):
+    # /tmp is the agent's to write now (1777): links it leaves there, named as grading's own files
+    # or pointing at /tests and /logs/verifier, a FIFO and a filled folder, change no score.
+    if os.getuid() != 0:
+        pytest.skip("named users need root (CI runs as root)")
+    plant = (
+        "cd /tmp && for n in nemo-gym-stage-0 nemo-gym-oracle-0.b64 nemo-gym-artifact-0.tar reward.json; do "
+        "ln -s /logs/verifier/reward.json $n; done; ln -s /tests tests; mkfifo pipe; mkdir full; "
+        "for i in $(seq 200); do ln -s /logs/verifier/reward.json full/$i; done"
+    )
+    task = write(
+        tmp_path / "task",
+        {
+            "task.toml": "[agent]\nuser = 'agent'\n",
+            "task_data.json": '{"answer": "42"}',
+            "tests/verifier.py": (
+                "import tempfile\n"
+                "def verify(workspace, task_data):\n"
+                "    with tempfile.TemporaryDirectory():\n"
+                "        pass\n"
+                "    return float((workspace / 'answer.txt').read_text().strip() == task_data['answer'])\n"
+            ),
+        },
+    )
+    plan = plan_verification(load_task(task))
+
+    async def run(answer: str) -> VerificationOutcome:
+        workspace = tmp_path / f"ws-{answer}"
+        workspace.mkdir()
+        (workspace / "answer.txt").write_text(answer)
+        async with LocalSandbox(workspace, users=("agent",), workdir="/workspace") as sandbox:
+            planted = await sandbox.exec(plant, user="agent")
+            assert planted.return_code == 0, planted
+            return await run_verification(plan, sandbox)
+
+    for answer, reward in (("41", 0.0), ("42", 1.0)):
+        outcome = asyncio.run(run(answer))
+        assert (outcome.reward, outcome.masked) == (reward, False), outcome

@@ -339,20 +339,26 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
 
 
 def _shadowed(task_dir: Path, steps: Sequence[str]) -> List[Finding]:
-    """A ``verifier.py`` that a ``test.sh`` keeps from ever running (a test.sh wins, as in
-    ``verification.choose_verifier``: Harbor runs test.sh), unless the test.sh names it (it may run
-    it itself): the task's, and each step's over it."""
-    chains = [[task_dir / "tests", task_dir / "steps" / step / "tests"] for step in steps] or [[task_dir / "tests"]]
+    """A ``verifier.py`` that ``choose_verifier`` passes over for a ``test.sh`` (Harbor runs test.sh),
+    unless the test.sh names it (it may run it itself): the task's, and each step's over it."""
+    from nemo_gym.data.tasks.harbor.verification import TEST_SH, choose_verifier  # it imports this module
+
     findings: List[Finding] = []
-    for chain in chains:
-        shell = next((folder / "test.sh" for folder in chain if (folder / "test.sh").is_file()), None)
-        if shell is None or b"verifier.py" in shell.read_bytes():  # a test.sh may run it itself
+    names: List[Optional[str]] = [*steps] or [None]
+    for step in names:
+        try:
+            choice = choose_verifier(task_dir, None, step)
+        except TaskError:
+            continue  # no verifier at all: load_task and the run say so
+        shells = [folder / "test.sh" for folder in choice.tests_dirs if (folder / "test.sh").is_file()]
+        if choice.kind != TEST_SH or b"verifier.py" in shells[0].read_bytes():
             continue
-        unused = [folder / "verifier.py" for folder in chain if (folder / "verifier.py").is_file()]
-        for path in unused:
-            message = f"is never run: {shell} grades instead (a test.sh wins, as Harbor runs it); remove one of them"
-            finding = Finding(WARNING, str(path), "", message)
-            if finding not in findings:
+        for folder in choice.tests_dirs:
+            message = (
+                f"is never run: {shells[0]} grades instead (a test.sh wins, as Harbor runs it); remove one of them"
+            )
+            finding = Finding(WARNING, str(folder / "verifier.py"), "", message)
+            if (folder / "verifier.py").is_file() and finding not in findings:
                 findings.append(finding)
     return findings
 

@@ -93,10 +93,10 @@ class _Chained:
         self.archive._nemo_gym_chained -= 1
 
 
-def _check_size(info: tarfile.TarInfo, archive: Any) -> None:
-    """An extending header's size must fit in what is left of the file, else the tar is cut short
-    (``tarfile.ReadError``, as tarfile reports a cut): tarfile reads it whole, and a size of 2**40
-    had it allocate a TiB (red team 38: a MemoryError escaped the artifact copy)."""
+def _check_size(info: tarfile.TarInfo, archive: Any) -> int:
+    """Where the extending header's data starts; its size must fit in what is left of the file, else
+    the tar is cut short (``tarfile.ReadError``, as tarfile reports a cut): tarfile reads it whole,
+    and a size of 2**40 had it allocate a TiB (red team 38: a MemoryError escaped the artifact copy)."""
     where = archive.fileobj.tell()
     left = archive.fileobj.seek(0, 2) - where
     archive.fileobj.seek(where)
@@ -104,13 +104,13 @@ def _check_size(info: tarfile.TarInfo, archive: Any) -> None:
         raise UnsafeTar(f"the header at byte {info.offset} has a negative size")
     if info.size > left:
         raise tarfile.ReadError(f"the header at byte {info.offset} has a size of {info.size}, and {left} bytes follow")
+    return int(where)
 
 
 def _check_pax(info: tarfile.TarInfo, archive: Any) -> None:
     """The checks ``open_tar`` names, on the bytes ``_proc_pax`` will read (its size in whole
     blocks: it searches the padding too), the file put back where it was."""
-    _check_size(info, archive)
-    where = archive.fileobj.tell()
+    where = _check_size(info, archive)
     data = archive.fileobj.read(info._block(info.size))  # type: ignore[attr-defined]
     archive.fileobj.seek(where)
     records = _check_records(data[: info.size])
@@ -140,7 +140,7 @@ def _long_runs(data: bytes) -> int:
 
 
 def _check_records(data: bytes) -> int:
-    """How many records ``data`` holds, each ``LENGTH KEYWORD=VALUE\n`` with its ``=`` inside it."""
+    """How many records ``data`` holds, each ``LENGTH KEYWORD=VALUE\\n`` with its ``=`` inside it."""
     position = count = 0
     while position < len(data):
         space = data.find(b" ", position, position + _MAX_LENGTH_DIGITS + 1)
