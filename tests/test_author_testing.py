@@ -388,7 +388,7 @@ def test_the_working_directory_is_the_workspace(tmp_path):
 
 
 def test_mistakes_in_the_call_raise(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no tests/verifier.py"):
+    with pytest.raises(TaskError, match="has no tests/ folder and no dataset verifier.py"):
         run_verify(tmp_path, workspace=tmp_path)
     with pytest.raises(FileNotFoundError):
         run_verify(tmp_path / "verifier.py", workspace=tmp_path)
@@ -502,3 +502,114 @@ def test_the_readme_shows_this_files_example():
     body = block.split('EXAMPLES = Path(__file__).resolve().parents[1] / "examples"\n', 1)[1]
     assert body.strip() and body in source  # both tests, verbatim
     assert "from nemo_gym.data.tasks.harbor.testing import message, reasoning, response, run_verify" in block
+
+
+# --- A task folder is graded by the verifier a run would choose ---
+
+MULTI_STEP_TOML = (
+    'schema_version = "1.3"\n\n[[steps]]\nname = "draft"\n\n[[steps]]\nname = "final"\n\n[[steps]]\nname = "bare"\n'
+)
+
+
+def _multi_step_task(root: Path) -> Path:
+    """``draft`` has a verifier.py of its own that imports the task's shared helper; ``final`` has
+    only a helper that overrides the task's, graded by the task's verifier.py; ``bare`` has neither."""
+    return write_files(
+        root / "task",
+        {
+            "task.toml": MULTI_STEP_TOML,
+            "task_data.json": '{"answer": "42"}',
+            "tests/verifier.py": "import shared_xyz, level_xyz\n"
+            "def verify(workspace):\n"
+            "    return {'reward': shared_xyz.grade(workspace), 'level': level_xyz.LEVEL}\n",
+            "tests/shared_xyz.py": "def grade(workspace):\n    return float((workspace / 'a.txt').read_text() == '42')\n",
+            "tests/level_xyz.py": "LEVEL = 0\n",
+            "steps/draft/tests/verifier.py": "import shared_xyz\n"
+            "def verify(workspace, task_data):\n"
+            "    return {'reward': shared_xyz.grade(workspace), 'draft': 1, 'n': len(task_data)}\n",
+            "steps/final/tests/level_xyz.py": "LEVEL = 2\n",
+            "steps/bare/instruction.md": "nothing to grade here\n",
+        },
+    )
+
+
+def test_a_steps_verifier_finds_the_tasks_tests_beneath_its_own(tmp_path):
+    task = _multi_step_task(tmp_path)
+    (tmp_path / "a.txt").write_text("42")
+    draft = run_verify(task, workspace=tmp_path, step="draft")
+    assert draft.rewards == {"reward": 1.0, "draft": 1, "n": 1}, draft.log
+    final = run_verify(task, workspace=tmp_path, step="final")  # the task's verifier, the step's helper
+    assert final.rewards == {"reward": 1.0, "level": 2}, final.log
+    assert run_verify(task, workspace=tmp_path, step="bare").rewards == {"reward": 1.0, "level": 0}
+    (tmp_path / "a.txt").write_text("41")
+    assert run_verify(task, workspace=tmp_path, step="draft").reward == 0.0
+    assert not {"shared_xyz", "level_xyz"} & set(sys.modules)  # forgotten, as one folder's are
+
+
+def test_a_multi_step_task_needs_its_step_and_a_step_needs_a_task_folder(tmp_path):
+    task = _multi_step_task(tmp_path)
+    with pytest.raises(TaskError, match="multi-step task; name the step .*draft, final, bare"):
+        run_verify(task, workspace=tmp_path)
+    with pytest.raises(TaskError, match="no step named 'later'"):
+        run_verify(task, workspace=tmp_path, step="later")
+    with pytest.raises(ValueError, match="step= and row= name .* of a task folder"):
+        run_verify(task / "tests" / "verifier.py", workspace=tmp_path, step="draft")
+    with pytest.raises(ValueError, match="step= and row= name .* of a task folder"):
+        run_verify(lambda: 1, workspace=tmp_path, row="r1")
+    with pytest.raises(TaskError, match="no step named 'draft'"):
+        run_verify(EXAMPLES / "answer-file", workspace=tmp_path, step="draft")
+
+
+def test_a_dataset_verifier_grades_its_tasks_and_rows_as_in_the_sandbox(tmp_path):
+    dataset = write_files(
+        tmp_path / "dataset",
+        {
+            "verifier.py": "def verify(workspace, task_data):\n"
+            "    try:\n"
+            "        import beside_xyz  # noqa: F401  (not staged: /tests holds the shim and verifier.py)\n"
+            "    except ImportError:\n"
+            "        return float((workspace / 'a.txt').read_text() == task_data['answer'])\n"
+            "    return 0.5\n",
+            "beside_xyz.py": "\n",
+            "t1/task_data.json": '{"answer": "paris"}',
+            "t1/instruction.md": "The capital of France, in a.txt\n",
+        },
+    )
+    (tmp_path / "a.txt").write_text("paris")
+    assert run_verify(dataset / "t1", workspace=tmp_path).reward == 1.0
+    rows = write_files(
+        tmp_path / "rows",
+        {
+            "verifier.py": (dataset / "verifier.py").read_text(),
+            "rows.jsonl": '{"id": "q1", "answer": "paris"}\n{"id": "q2", "answer": "rome"}\n',
+        },
+    )
+    assert run_verify(rows, workspace=tmp_path, row="q1").reward == 1.0
+    assert run_verify(rows, workspace=tmp_path, row="q2").reward == 0.0
+    assert run_verify(rows, workspace=tmp_path, row="q2", task_data={"answer": "paris"}).reward == 1.0
+    with pytest.raises(TaskError, match="no row with id 'q3'"):
+        run_verify(rows, workspace=tmp_path, row="q3")
+    with pytest.raises(TaskError, match="has no rows.jsonl, so there is no row 'q1'"):
+        run_verify(dataset / "t1", workspace=tmp_path, row="q1")
+
+
+def test_a_task_graded_by_test_sh_is_refused_by_name(tmp_path):
+    task = write_files(
+        tmp_path / "task",
+        {"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n", "tests/verifier.py": "def verify():\n    return 1\n"},
+    )
+    with pytest.raises(ValueError, match=r"tests/test\.sh.* runs instead of verifier\.py"):
+        run_verify(task, workspace=tmp_path)
+
+
+@pytest.mark.parametrize("step", ["draft", "final"])
+def test_a_step_grades_as_gym_harbor_verify_step_grades_it(tmp_path, step):
+    task = _multi_step_task(tmp_path)
+    workspace = write_files(tmp_path / "ws", {"a.txt": "42"})
+    command = [sys.executable, "-m", "nemo_gym.data.tasks.harbor", "verify", str(task), "--step", step]
+    command += ["--workspace", str(workspace), "--json"]
+    completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    real = json.loads(completed.stdout.splitlines()[-1])
+    result = run_verify(task, workspace=workspace, step=step)
+    assert real["reward"] == 1.0, completed.stdout + completed.stderr
+    assert (result.reward, result.metrics) == (real["reward"], real["metrics"])

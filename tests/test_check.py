@@ -228,3 +228,20 @@ def test_a_verifier_py_the_test_sh_runs_itself_is_no_warning(tmp_path):
     files = {"task.toml": "", "tests/verifier.py": "print(1)\n", "tests/test.sh": "python3 /tests/verifier.py\n"}
     task = write_files(tmp_path / "task", files)
     assert not [finding for finding in check(task) if "is never run" in finding.message]
+
+
+def test_a_steps_verifier_may_import_the_tasks_tests(tmp_path):
+    """A step's ``tests/`` lies over the task's in ``/tests``: either's modules import there."""
+    toml = '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
+    task = write_files(
+        tmp_path / "task",
+        {
+            "task.toml": toml,
+            "tests/shared_xyz.py": "VALUE = 1\n",
+            "steps/one/tests/verifier.py": "import shared_xyz, own_xyz\ndef verify():\n    return shared_xyz.VALUE\n",
+            "steps/one/tests/own_xyz.py": "\n",
+            "steps/two/tests/verifier.py": "import own_xyz\ndef verify():\n    return 1\n",
+        },
+    )
+    said = [(Path(f.path).parts[-3], f.message) for f in check(task) if "imports" in f.message]
+    assert said == [("two", said[0][1])] and "imports own_xyz" in said[0][1]  # step one's module is not two's

@@ -333,8 +333,11 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
     verifiers = sorted(task.path.glob("tests/verifier.py")) + sorted(task.path.glob("steps/*/tests/verifier.py"))
     if not verifiers and not (task.path / "tests").is_dir() and task.dataset_root is not None:
         verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
+    shared = task.path / "tests"
     for path in verifiers:
-        findings += verifier_findings(path, _siblings(path.parent))
+        # A step's tests/ lies over the task's in /tests: the task's modules import there too.
+        beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
+        findings += verifier_findings(path, _siblings(path.parent) + beneath)
     return findings + _shadowed(task.path, [step.name for step in task.steps])
 
 

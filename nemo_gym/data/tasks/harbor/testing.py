@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from nemo_gym.data.tasks.harbor import responses as _responses
 from nemo_gym.data.tasks.harbor._resources import shim_dir
@@ -44,7 +44,8 @@ from nemo_gym.data.tasks.harbor.responses import (
 )
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, parse_reward_json
 from nemo_gym.data.tasks.harbor.staging import json_bytes, response_bytes
-from nemo_gym.data.tasks.harbor.task import read_json_object
+from nemo_gym.data.tasks.harbor.task import TaskError, load_task
+from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 
 # What ``run_verify`` grades: a task folder or a verifier.py (a path), or ``verify`` itself.
 Verifier = Union[str, "os.PathLike[str]", Callable[..., Any]]
@@ -132,37 +133,57 @@ def _runner_modules() -> Tuple[ModuleType, ModuleType]:
     return _loaded
 
 
-def _verifier_file(verifier: Union[str, os.PathLike[str]]) -> Tuple[str, bytes, Optional[Path]]:
-    """``(folder, source, task_data.json or None)`` for a task folder or a verifier.py."""
+@dataclass(frozen=True)
+class _Chosen:
+    """The verifier.py a run would import, the folders ``/tests`` would merge (their modules import,
+    the first wins) and, for a task, its ``task_data``."""
+
+    path: Path
+    folders: Tuple[str, ...]
+    task_data: Optional[Mapping[str, Any]] = None
+
+
+def _choose(verifier: Union[str, os.PathLike[str]], step: Optional[str], row: Optional[str]) -> _Chosen:
+    """A task folder (or a dataset with ``rows.jsonl``) is graded by the verifier.py a run of it, or of
+    its ``step`` or ``row``, would choose (``verification.choose_verifier``); a file is graded as it is,
+    its own folder beside it."""
     path = Path(os.path.abspath(verifier))
-    data: Optional[Path] = None
-    if path.is_dir():
-        if not (path / "tests" / "verifier.py").is_file():
-            raise FileNotFoundError(
-                f"{path} has no tests/verifier.py: give a task folder with a Python verifier, "
-                "the path of a verifier.py, or verify itself"
-            )
-        data = path / "task_data.json"
-        path = path / "tests" / "verifier.py"
-    elif path.name != "verifier.py":
-        raise ValueError(f"{path}: the runner imports a file named verifier.py; give that, or verify itself")
-    source = path.read_bytes()  # FileNotFoundError names a missing file
-    return str(path.parent), source, data if data is not None and data.is_file() else None
+    if not path.is_dir():
+        if step is not None or row is not None:
+            raise ValueError(f"{path}: step= and row= name the step or row of a task folder; give the folder")
+        if path.name != "verifier.py":
+            raise ValueError(f"{path}: the runner imports a file named verifier.py; give that, or verify itself")
+        return _Chosen(path, (str(path.parent),))
+    task = load_task(path, row=row, check_runnable=False)
+    if step is None and task.steps:
+        names = ", ".join(item.name for item in task.steps)
+        raise TaskError(f"{task.path}: a multi-step task; name the step to verify (steps: {names})")
+    if step is not None:
+        task.step(step)  # a TaskError naming the task's steps
+    choice = choose_verifier(task.path, task.dataset_root, step)
+    if choice.kind != PYTHON or choice.verifier_path is None:
+        test_sh = next(folder / "test.sh" for folder in choice.tests_dirs if (folder / "test.sh").is_file())
+        raise ValueError(
+            f"{test_sh}: runs instead of verifier.py in a sandbox; run_verify grades a Python verifier "
+            "(give a verifier.py to test it alone)"
+        )
+    # A dataset's verifier.py is staged alone: nothing beside it imports in the sandbox.
+    return _Chosen(choice.verifier_path, tuple(str(folder) for folder in reversed(choice.tests_dirs)), task.task_data)
 
 
 @contextlib.contextmanager
-def _as_in_the_sandbox(workspace: Path, here: Optional[str]) -> Iterator[None]:
+def _as_in_the_sandbox(workspace: Path, folders: Sequence[str]) -> Iterator[None]:
     """The working directory is the workspace, and ``sys.path`` is what the runner leaves it: the
-    verifier's folder first (its sibling modules import), the workspace never. Afterwards the
+    folders ``/tests`` merges first (their modules import), the workspace never. Afterwards the
     directory, ``sys.path``, ``sys.modules["verifier"]`` are as they were, and modules imported
-    from the verifier's folder are forgotten (another task's ``helpers.py`` must not find them)."""
+    from those folders are forgotten (another task's ``helpers.py`` must not find them)."""
     cwd = os.getcwd()
     saved_path = list(sys.path)
     saved_verifier = sys.modules.get("verifier")
     before = set(sys.modules)
     # A relative entry ("" included) names a folder of the caller's directory, never of the workspace.
     entries = [os.path.normpath(os.path.join(cwd, entry)) if isinstance(entry, str) else entry for entry in saved_path]
-    sys.path[:] = [*([here] if here else []), *(entry for entry in entries if entry != str(workspace))]
+    sys.path[:] = [*folders, *(entry for entry in entries if entry != str(workspace))]
     os.chdir(workspace)
     try:
         yield
@@ -173,12 +194,11 @@ def _as_in_the_sandbox(workspace: Path, here: Optional[str]) -> Iterator[None]:
             sys.modules.pop("verifier", None)
         else:
             sys.modules["verifier"] = saved_verifier
-        if here:
-            prefix = os.path.join(here, "")
-            for name in set(sys.modules) - before:
-                module = sys.modules.get(name)
-                if (getattr(module, "__file__", None) or "").startswith(prefix):
-                    del sys.modules[name]
+        prefixes = tuple(os.path.join(folder, "") for folder in folders)
+        for name in set(sys.modules) - before:
+            module = sys.modules.get(name)
+            if prefixes and (getattr(module, "__file__", None) or "").startswith(prefixes):
+                del sys.modules[name]
 
 
 def run_verify(
@@ -187,11 +207,15 @@ def run_verify(
     workspace: Union[str, os.PathLike[str]],
     task_data: Optional[Mapping[str, Any]] = None,
     response: Union[str, Mapping[str, Any], None] = None,
+    step: Optional[str] = None,
+    row: Optional[str] = None,
 ) -> VerifyResult:
     """Runs ``verify`` as the runner in the sandbox does, in this process, and returns the outcome.
 
-    ``verifier`` is a task folder (its ``tests/verifier.py``, and its ``task_data.json`` unless
-    ``task_data`` is given), the path of a ``verifier.py``, or ``verify`` itself (any callable).
+    ``verifier`` is a task folder (the verifier.py a run of it would import, with the rest of
+    ``tests/`` importable beside it, and its ``task_data`` unless ``task_data`` is given; ``step``
+    names a multi-step task's step, ``row`` a ``rows.jsonl`` dataset's row), the path of a
+    ``verifier.py``, or ``verify`` itself (any callable).
     ``workspace`` is the folder ``verify`` grades: its ``workspace`` argument, and the working
     directory during the call. ``task_data`` is the task's fields (``{}`` by default). ``response``
     is the agent's final Responses API response, or its text (``response(text)``); without one,
@@ -199,7 +223,8 @@ def run_verify(
 
     A verify that fails (raises, returns an invalid result, declares an argument the run cannot
     supply) gives a ``VerifyResult`` with ``error`` set and ``reward`` 0.0; only a mistake in the
-    call itself raises (no such folder or file, a ``task_data`` that is not JSON, a running event
+    call itself raises (no such folder or file, a task a run would refuse: ``TaskError``, a
+    ``task_data`` that is not JSON, a running event
     loop: an ``async def`` verify gets one of its own, as in the runner, so call this from a plain
     test). Not thread-safe (see the module's docstring).
     """
@@ -218,10 +243,14 @@ def run_verify(
     files: Dict[str, bytes] = {}
     verify: Optional[Callable[..., Any]] = None
     here = ""  # the runner's folder (``/tests`` in the sandbox): the verifier's own, or none
+    folders: Tuple[str, ...] = ()
     if isinstance(verifier, (str, os.PathLike)):
-        here, files["verifier.py"], data_file = _verifier_file(verifier)
-        if task_data is None and data_file is not None:
-            task_data = read_json_object(data_file, "task_data.json")
+        chosen = _choose(verifier, step, row)
+        here, folders = str(chosen.path.parent), chosen.folders
+        files["verifier.py"] = chosen.path.read_bytes()  # FileNotFoundError names a missing file
+        task_data = chosen.task_data if task_data is None else task_data
+    elif step is not None or row is not None:
+        raise ValueError("step= and row= name the step or row of a task folder; give the folder, not verify")
     elif callable(verifier):
         verify = verifier
     else:
@@ -236,7 +265,7 @@ def run_verify(
     text: Optional[str] = None
     failure: Optional[Any] = None  # the runner's VerifierError
     with _in_sys_modules({_RUNNER: runner, _RUNNER_RARE: rare}):
-        with _as_in_the_sandbox(folder, here):
+        with _as_in_the_sandbox(folder, folders):
             runner.PRELOADED.update(files)
             try:
                 with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
