@@ -45,6 +45,17 @@ def test_init_writes_a_task_that_checks_verifies_and_validates(tmp_path, kind):
         assert tested.returncode == 0 and "3 passed" in tested.stdout, tested.stdout + tested.stderr
 
 
+def test_a_datasets_test_verifier_files_run_together_as_the_readme_says(tmp_path):
+    for kind in ("file", "answer"):
+        assert gym("init", str(tmp_path / "ds" / kind), "--kind", kind).returncode == 0
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "ds"]
+    assert " ".join(command[3:]).replace("-q -p no:cacheprovider ", "") in (ROOT / "README.md").read_text().replace(
+        "DATASET", "ds"
+    )
+    tested = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert tested.returncode == 0 and "6 passed" in tested.stdout, tested.stdout + tested.stderr
+
+
 def test_init_never_overwrites_and_refuses_an_unknown_kind(tmp_path):
     folder = write_files(tmp_path / "mine", {"notes.md": "my own work\n"})
     refused = gym("init", str(folder))

@@ -44,7 +44,10 @@ def verify(workspace, task_data):
     "solution/solve.sh": "#!/bin/bash\necho 42 > answer.txt\n",
     "workspace/answer.txt": "42\n",
     "test_verifier.py": '''\
-"""Unit tests of this task's verify, without a sandbox: python -m pytest test_verifier.py"""
+"""Unit tests of this task's verify, without a sandbox: python -m pytest test_verifier.py
+
+Every task's file has this name: test a dataset with python -m pytest --import-mode=importlib DATASET.
+"""
 
 from pathlib import Path
 
@@ -89,7 +92,10 @@ def verify(workspace, task_data):
     "solution/answer.md": "Answer: Paris\n",
     "workspace/answer.md": "The capital of France is Paris.\n\nAnswer: Paris\n",
     "test_verifier.py": '''\
-"""Unit tests of this task's verify, without a sandbox: python -m pytest test_verifier.py"""
+"""Unit tests of this task's verify, without a sandbox: python -m pytest test_verifier.py
+
+Every task's file has this name: test a dataset with python -m pytest --import-mode=importlib DATASET.
+"""
 
 from pathlib import Path
 
