@@ -161,6 +161,11 @@ def test_a_task_that_does_not_load_is_an_error_naming_the_file(tmp_path):
     assert "timeout_sec" in findings[0].message
     broken = _task(tmp_path / "b", "[verifier\n")
     assert "not valid TOML" in check(broken)[0].message
+    # Under the file at fault, named once: a task_data.json error is not task.toml's.
+    data = _task(tmp_path / "d", **{"task_data.json": '{"answer": 42,'})
+    (finding,) = check(data)
+    assert finding.path == str(data / "task_data.json") and finding.message.startswith("cannot read task_data (")
+    assert str(data) not in finding.message and str(data) not in check(broken)[0].message
 
 
 def test_a_dataset_checks_its_settings_every_task_and_what_cannot_publish(tmp_path):

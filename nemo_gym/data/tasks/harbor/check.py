@@ -13,6 +13,7 @@ import ast
 import difflib
 import functools
 import importlib.util
+import os
 import re
 import sys
 import sysconfig
@@ -322,14 +323,14 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         try:
             config = read_toml(toml_path)
         except TaskError as error:
-            return [Finding(ERROR, str(toml_path), "", _sentence(error, toml_path))]
+            return [_error(error, toml_path)]
         findings += unknown_keys(config, TASK_KEYS, str(toml_path))
         for name, table in _env_tables(config):
             findings += template_findings(table, str(toml_path), name)
     try:
         task = load_task(task_dir)
     except TaskError as error:
-        return [*findings, Finding(ERROR, str(toml_path if toml_path.is_file() else task_dir), "", str(error))]
+        return [*findings, _error(error, toml_path if toml_path.is_file() else task_dir)]
     verifiers = sorted(task.path.glob("tests/verifier.py")) + sorted(task.path.glob("steps/*/tests/verifier.py"))
     if not verifiers and not (task.path / "tests").is_dir() and task.dataset_root is not None:
         verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
@@ -370,10 +371,15 @@ def _siblings(folder: Path) -> List[str]:
     return [path.stem for path in folder.glob("*.py")] + [path.name for path in folder.iterdir() if path.is_dir()]
 
 
-def _sentence(error: BaseException, path: Path) -> str:
+def _error(error: TaskError, default: Path) -> Finding:
+    """An error finding under the file the message begins with (``task_data.json: cannot read ...``
+    is that file's, not task.toml's), else under ``default``; the path is said once."""
     text = str(error)
-    prefix = f"{path}: "
-    return text[len(prefix) :] if text.startswith(prefix) else text
+    named, _, rest = text.partition(": ")
+    if rest and os.path.isabs(named) and os.path.lexists(named):
+        return Finding(ERROR, named, "", rest)
+    prefix = f"{default}: "
+    return Finding(ERROR, str(default), "", text[len(prefix) :] if text.startswith(prefix) else text)
 
 
 def is_dataset(path: Path) -> bool:
@@ -400,11 +406,11 @@ def check(path: Path) -> List[Finding]:
         try:
             findings += unknown_keys(read_toml(settings), DATASET_KEYS, str(settings))
         except TaskError as error:
-            findings.append(Finding(ERROR, str(settings), "", _sentence(error, settings)))
+            findings.append(_error(error, settings))
     try:
         dataset = load_dataset(path)
     except TaskError as error:
-        return [*findings, Finding(ERROR, str(path), "", str(error))]
+        return [*findings, _error(error, path)]
     if not dataset.task_ids:
         return [*findings, Finding(ERROR, str(path), "", no_task_reason(path).split(": ", 1)[1])]
     for folder in dataset.folders:
@@ -420,7 +426,7 @@ def _publish_findings(path: Path, problems_of: Any) -> List[Finding]:
     try:
         problems = problems_of(path)
     except TaskError as error:
-        return [Finding(ERROR, str(path), "", str(error))]
+        return [_error(error, path)]
     return [Finding(WARNING, str(path), PUBLISH_KEY, f"cannot publish for Harbor: {problem}") for problem in problems]
 
 
