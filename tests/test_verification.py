@@ -116,8 +116,9 @@ def test_invalid_reward_from_a_test_sh(tmp_path):
 def test_timeout_without_a_reward(tmp_path):
     task = make_task(tmp_path / "task", {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"})
     started = time.monotonic()
-    outcome = verify_locally(task, tmp_path, timeout_sec=1)
+    outcome = verify_locally(task, tmp_path, timeout_sec=1.5)
     assert outcome.failure_kind == VERIFIER_TIMEOUT
+    assert outcome.detail == "the verifier ran past its timeout of 1.5 s"  # the value an author looks up
     assert time.monotonic() - started < 20
 
 

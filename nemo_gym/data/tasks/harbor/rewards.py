@@ -18,6 +18,7 @@ from nemo_gym.data.tasks.harbor._values import finite_float
 MISSING_REWARD = "harbor:missing_reward"
 INVALID_REWARD = "harbor:invalid_reward"
 VERIFIER_TIMEOUT = "harbor:verifier_timeout"
+TIMEOUT_DETAIL = "the verifier ran past its timeout"  # a run adds the seconds (verification._outcome)
 
 # A reward file is a handful of bytes; anything past this is garbage that must not cost memory.
 MAX_REWARD_BYTES = 1 << 20
@@ -114,7 +115,7 @@ def reward_from_files(files: Mapping[str, Optional[bytes]], *, timed_out: bool =
             return _invalid(f"{name} is empty")
         return parse(data)
     if timed_out:
-        return RewardOutcome(failure_kind=VERIFIER_TIMEOUT, detail="the verifier ran past its timeout")
+        return RewardOutcome(failure_kind=VERIFIER_TIMEOUT, detail=TIMEOUT_DETAIL)
     return RewardOutcome(failure_kind=MISSING_REWARD, detail="the verifier wrote no reward file")
 
 
@@ -132,6 +133,7 @@ __all__ = [
     "INVALID_REWARD",
     "MAX_REWARD_BYTES",
     "MISSING_REWARD",
+    "TIMEOUT_DETAIL",
     "UNREADABLE",
     "VERIFIER_TIMEOUT",
     "RewardOutcome",

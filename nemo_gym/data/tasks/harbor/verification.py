@@ -44,7 +44,7 @@ from nemo_gym.data.tasks.harbor.grading import (
 )
 from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
-from nemo_gym.data.tasks.harbor.rewards import UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
+from nemo_gym.data.tasks.harbor.rewards import TIMEOUT_DETAIL, UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     ExecTimeout,
@@ -657,6 +657,8 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
         if note is not None:
             LOGGER.warning("a verifier's result was tampered with: %s", note)
             TAMPERING[note.split(":")[0]] += 1
+    if reward.detail == TIMEOUT_DETAIL:
+        reward = replace(reward, detail=f"{TIMEOUT_DETAIL} of {plan.timeout_sec:g} s")
     kept = {name: data for name, data in collected.files.items() if name in ("reward.json", "reward.txt")}
     kept.update(collected.outputs)
     detail = reward.detail
