@@ -320,3 +320,33 @@ def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     if given == "empty":  # check takes a task folder too
         checked = gym("check", str(folder))
         assert checked.returncode != 0 and reason in checked.stdout, checked
+
+
+def test_validate_notes_what_full_marks_would_hide(tmp_path, capsys):
+    """An oracle that exited non-zero, and a reward above full marks, pass (Harbor's oracle ignores its
+    status) but are said: an author who misses them learns at training time."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    dataset = _write(
+        tmp_path / "ds",
+        {
+            "fails/solution/solve.sh": "#!/bin/bash\necho 42 > answer.txt\nfalse\n",
+            "fails/tests/verifier.py": "def verify(workspace):\n    return float((workspace / 'answer.txt').exists())\n",
+            "big/solution/solve.sh": "#!/bin/bash\ntrue\n",
+            "big/tests/verifier.py": "def verify():\n    return 2.5\n",
+            "clean/solution/solve.sh": "#!/bin/bash\ntrue\n",
+            "clean/tests/verifier.py": "def verify():\n    return 1\n",
+        },
+    )
+    assert main(["dataset", "validate", str(dataset)]) == 0
+    out = capsys.readouterr().out
+    assert "fails: ok (reward 1, oracle solve.sh; but the oracle (solve.sh) exited with 1)" in out, out
+    assert "big: ok (reward 2.5, oracle solve.sh; but reward 2.5 is above full marks (1))" in out, out
+    assert "clean: ok (reward 1, oracle solve.sh)\n" in out, out
+    assert main(["dataset", "validate", str(dataset), "--json"]) == 0
+    tasks = {task["task_id"]: task["notes"] for task in json.loads(capsys.readouterr().out.splitlines()[-1])["tasks"]}
+    assert tasks == {
+        "big": ["reward 2.5 is above full marks (1)"],
+        "clean": [],
+        "fails": ["the oracle (solve.sh) exited with 1"],
+    }

@@ -500,6 +500,7 @@ def _validation_json(dataset: Path, results: List[Any], findings: List[Any]) -> 
                 "passed": result.passed,
                 "reward": result.reward,
                 "error": result.error or None,
+                "notes": result.notes,
                 "steps": steps,
             }
         )
@@ -544,7 +545,8 @@ def _verdict(result: Any) -> str:
     outcome = last.outcome
     where = f" at step {last.step}" if last.step else ""
     if result.passed:
-        return f"ok (reward {result.reward:g}, oracle {', '.join(step.oracle for step in result.steps)})"
+        notes = "".join(f"; but {note}" for note in result.notes)
+        return f"ok (reward {result.reward:g}, oracle {', '.join(step.oracle for step in result.steps)}{notes})"
     if outcome.masked:
         return f"FAILED{where} (masked: {outcome.mask_reason}: {outcome.detail})"
     kind = f", {outcome.failure_kind}" if outcome.failure_kind else ""

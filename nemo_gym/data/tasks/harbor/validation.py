@@ -85,6 +85,19 @@ class TaskResult:
         rewards = [step.outcome.reward for step in self.steps if step.outcome is not None]
         return sum(rewards) / len(rewards) if rewards else None
 
+    @property
+    def notes(self) -> List[str]:
+        """What full marks should not hide: an oracle that exited non-zero (Harbor's oracle ignores its
+        status, so the task still passes) and a reward above full marks (a scale the server may not expect)."""
+        notes = []
+        for step in self.steps:
+            where = f" at step {step.step}" if step.step else ""
+            if step.oracle_status:
+                notes.append(f"the oracle ({step.oracle}) exited with {step.oracle_status}{where}")
+            if step.outcome is not None and step.outcome.reward > FULL_MARKS:
+                notes.append(f"reward {step.outcome.reward:g}{where} is above full marks ({FULL_MARKS:g})")
+        return notes
+
 
 def _solution_dir(task: Task, step: Optional[str]) -> Optional[Path]:
     if step is not None and (task.path / "steps" / step / "solution").is_dir():
