@@ -350,3 +350,35 @@ def test_validate_notes_what_full_marks_would_hide(tmp_path, capsys):
         "clean": [],
         "fails": ["the oracle (solve.sh) exited with 1"],
     }
+
+
+def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tmp_path, capsys):
+    """A task may pass on this machine's tools and fail in its image: the local sandbox says so."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    verifier = "def verify():\n    return 1\n"
+    dataset = _write(
+        tmp_path / "ds",
+        {
+            "built/environment/Dockerfile": "FROM debian\nRUN apt-get install -y jq\n",
+            "built/tests/verifier.py": verifier,
+            "pulled/task.toml": '[environment]\ndocker_image = "python:3.12-slim"\n',
+            "pulled/tests/verifier.py": verifier,
+            "plain/tests/verifier.py": verifier,
+            **{f"{name}/solution/solve.sh": "#!/bin/bash\ntrue\n" for name in ("built", "pulled", "plain")},
+        },
+    )
+    assert main(["verify", str(dataset / "built")]) == 0
+    said = capsys.readouterr()
+    assert said.out.startswith("reward 1 ") and said.err == (
+        "gym-harbor: note: the local sandbox runs this machine's tools and Python, not environment/Dockerfile; "
+        "--sandbox docker grades in the task's image\n"
+    )
+    assert main(["verify", str(dataset / "plain")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["dataset", "validate", str(dataset)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: the local sandbox runs this machine's tools and Python, not [environment].docker_image or "
+        "environment/Dockerfile (2 task(s): built, pulled); --sandbox docker grades in the task's image"
+    ]

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
@@ -247,6 +247,7 @@ def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[s
 
 async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> VerificationOutcome:
     from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
+        local_stand_ins,
         open_task_sandbox,
         prepare_images,
         verifier_sandbox_opener,
@@ -272,6 +273,8 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--workspace {workspace}: not a folder")
     if args.sandbox == "docker":
         await prepare_images(task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress)
+    elif local_stand_ins(task):
+        print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as scratch:
         # Graded on a copy: a verifier that writes (bytecode, test output) leaves the task folder
         # as it was. The Docker sandbox copies the workspace into its container anyway.
@@ -295,6 +298,15 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                 )
                 return await run_separate_verification(task, plan, sandbox, opener)
             return await run_verification(plan, sandbox)
+
+
+def _local_note(missing: List[str], tasks: Sequence[str] = ()) -> str:
+    """One sentence: what the local sandbox ran without (``for_task.local_stand_ins``)."""
+    which = f" ({len(tasks)} task(s): {', '.join(tasks[:5])}{' and more' if len(tasks) > 5 else ''})" if tasks else ""
+    return (
+        f"the local sandbox runs this machine's tools and Python, not {' or '.join(missing)}{which}; "
+        "--sandbox docker grades in the task's image"
+    )
 
 
 def _build_progress(plan: Any, line: str) -> None:
@@ -399,6 +411,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     from nemo_gym.data.tasks.harbor.progress import ProgressReport
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
     from nemo_gym.data.tasks.harbor.sandboxes.for_task import (
+        local_stand_ins,
         open_task_sandbox,
         prepare_images,
         verifier_sandbox_opener,
@@ -439,6 +452,12 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             loaded[task_id] = task
         except (TaskError, SandboxError) as error:
             loaded[task_id] = TaskResult(task_id, error=str(error))
+
+    stand_ins = {task_id: local_stand_ins(item) for task_id, item in loaded.items() if isinstance(item, Task)}
+    if args.sandbox == "local" and any(stand_ins.values()):
+        kinds = sorted({what.split(" '")[0] for missing in stand_ins.values() for what in missing})
+        tasks = [task_id for task_id, missing in stand_ins.items() if missing]
+        print(f"note: {_local_note(kinds, tasks)}", file=sys.stderr if args.json else sys.stdout, flush=True)
 
     async def validate(task_id: str) -> TaskResult:
         item = loaded[task_id]

@@ -90,6 +90,21 @@ async def _image(
     return plan.tag, records[plan.tag]
 
 
+def local_stand_ins(task: Task) -> List[str]:
+    """What of ``task``'s environment the local sandbox does not provide (it runs this machine's
+    tools and Python): ``[environment].docker_image``, ``environment/Dockerfile``, a separate
+    verifier's image. Said rather than refused, as a task may pass here and fail in its image."""
+    missing = []
+    if task.environment.docker_image:
+        missing.append(f"[environment].docker_image {task.environment.docker_image!r}")
+    elif (task.path / "environment" / "Dockerfile").is_file():
+        missing.append("environment/Dockerfile")
+    verifier = task.verifier.environment
+    if verifier is not None and verifier.docker_image:
+        missing.append(f"[verifier.environment].docker_image {verifier.docker_image!r}")
+    return missing
+
+
 async def prepare_images(
     task: Task,
     *,
@@ -304,6 +319,7 @@ def _landing_folders(landing: Sequence[Tuple[str, str]], workdir: str, where: Pa
 __all__ = [
     "SANDBOX_KINDS",
     "docker_client",
+    "local_stand_ins",
     "open_task_sandbox",
     "prepare_images",
     "verifier_sandbox_opener",
