@@ -324,6 +324,47 @@ def test_an_unknown_verifier_user_is_masked_not_scored(docker_client, tmp_path):
     assert "no-such-user" in outcome.detail
 
 
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "toml, key",
+    [
+        ('[agent]\nuser = "ghost"\n', "[agent].user"),
+        ('[[steps]]\nname = "one"\n[steps.agent]\nuser = "ghost"\n', "[steps.agent].user"),
+    ],
+)
+def test_an_agent_user_the_image_lacks_fails_validation_naming_its_key(docker_client, tmp_path, toml, key):
+    """A new author's task named a user its image did not create: validate said only that chown failed."""
+    from contextlib import asynccontextmanager
+
+    from images import LABEL, base_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.validation import validate_task
+
+    task = write(
+        tmp_path / "task",
+        {
+            "task.toml": toml,
+            "tests/verifier.py": "def verify():\n    return 1\n",
+            "solution/solve.sh": "true\n",
+            "steps/one/x": "",
+        },
+    )
+
+    @asynccontextmanager
+    async def docker(task: Any, workspace: Path) -> Any:
+        async with DockerSandbox(
+            base_image(docker_client), workspace=workspace, labels=LABEL, client=docker_client
+        ) as box:
+            yield box
+
+    result = asyncio.run(validate_task(load_task(task), docker))
+    message = result.error
+    assert not result.passed
+    assert f"to ghost, the agent's user ({key})" in message and "the image must create it" in message, message
+    assert "invalid user" in message  # chown's own words stay
+
+
 def test_the_local_sandboxs_scratch_folders_are_everyones_as_in_a_container(tmp_path):
     # A new author's task (the walkthrough of 2026-12-02): with [agent].user or [verifier].user, the
     # local sandbox's /tmp, /var/tmp and /dev/shm were root's 0755, so tempfile.mkdtemp() in verify and

@@ -219,8 +219,9 @@ def _solution_env(task: Task) -> Dict[str, str]:
     return resolve_env(env, os.environ, where=f"{where} [solution].env")
 
 
-async def _hand_workdir(sandbox: Sandbox, owner: User) -> None:
-    """Make ``owner`` (an agent's user) the working directory's owner, as a task's Dockerfile would."""
+async def _hand_workdir(sandbox: Sandbox, owner: User, key: str) -> None:
+    """Make ``owner`` (an agent's user, named by ``key`` of task.toml) the working directory's owner,
+    as a task's Dockerfile would."""
     if sandbox_option(sandbox, "single_user", False):
         return
     name = shlex.quote(str(owner))
@@ -228,7 +229,10 @@ async def _hand_workdir(sandbox: Sandbox, owner: User) -> None:
         f"chown {name} {shlex.quote(sandbox.workdir)}", cwd="/", user=sandbox.admin_user, timeout_s=60
     )
     if handed.return_code != 0:
-        raise SandboxError(f"the working directory could not be handed to {name}: {handed.stderr.strip()}")
+        raise SandboxError(
+            f"the working directory could not be handed to {name}, the agent's user ({key}): the image must "
+            f"create it ({(handed.stdout + handed.stderr).strip()[-300:]})"
+        )
 
 
 async def validate_task(
@@ -256,7 +260,8 @@ async def validate_task(
             async with open_sandbox(task, workspace) as sandbox:
                 owner = task.workdir_owner()
                 if owner is not None:
-                    await _hand_workdir(sandbox, owner)
+                    key = "[agent].user" if task.agent_user is not None else "[steps.agent].user"
+                    await _hand_workdir(sandbox, owner, key)
                 for step in steps:
                     if step is not None:
                         await prepare_step(task, step, sandbox)
