@@ -44,8 +44,8 @@ from nemo_gym.data.tasks.harbor.responses import (
 )
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, parse_reward_json
 from nemo_gym.data.tasks.harbor.staging import json_bytes, response_bytes
-from nemo_gym.data.tasks.harbor.task import TaskError, load_task
-from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
+from nemo_gym.data.tasks.harbor.task import load_task
+from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier
 
 # What ``run_verify`` grades: a task folder or a verifier.py (a path), or ``verify`` itself.
 Verifier = Union[str, "os.PathLike[str]", Callable[..., Any]]
@@ -155,12 +155,7 @@ def _choose(verifier: Union[str, os.PathLike[str]], step: Optional[str], row: Op
             raise ValueError(f"{path}: the runner imports a file named verifier.py; give that, or verify itself")
         return _Chosen(path, (str(path.parent),))
     task = load_task(path, row=row, check_runnable=False)
-    if step is None and task.steps:
-        names = ", ".join(item.name for item in task.steps)
-        raise TaskError(f"{task.path}: a multi-step task; name the step to verify (steps: {names})")
-    if step is not None:
-        task.step(step)  # a TaskError naming the task's steps
-    choice = choose_verifier(task.path, task.dataset_root, step)
+    choice = task_verifier(task, step)
     if choice.kind != PYTHON or choice.verifier_path is None:
         test_sh = next(folder / "test.sh" for folder in choice.tests_dirs if (folder / "test.sh").is_file())
         raise ValueError(

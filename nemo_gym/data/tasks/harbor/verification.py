@@ -154,6 +154,17 @@ def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None, step: O
     raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it")
 
 
+def task_verifier(task: Task, step: Optional[str] = None) -> VerifierChoice:
+    """The verifier a run of ``task`` would choose (``choose_verifier``); a multi-step task's ``step``
+    must be named, and be one of its steps (``TaskError`` otherwise)."""
+    if step is None and task.steps:
+        names = ", ".join(item.name for item in task.steps)
+        raise TaskError(f"{task.path}: a multi-step task; name the step to verify (steps: {names})")
+    if step is not None:
+        task.step(step)
+    return choose_verifier(task.path, task.dataset_root, step)
+
+
 @dataclass(frozen=True)
 class VerificationPlan:
     """Everything a run needs, decided before any sandbox starts: what ``/tests`` will hold (the
@@ -203,10 +214,8 @@ def plan_verification(
     ``${NAME}`` templates in the verifier env tables only, and win over the host environment.
     """
     where = f"{task.path / 'task.toml'} [verifier].env"
+    choice = task_verifier(task, step)
     if step is None:
-        if task.steps:
-            names = ", ".join(item.name for item in task.steps)
-            raise TaskError(f"{task.path}: a multi-step task; name the step to verify (steps: {names})")
         config, env_table, hooks = task.verifier, dict(task.verifier.env), task.verifier.collect
         mode = verifier_mode(task)
     else:
@@ -214,7 +223,6 @@ def plan_verification(
         env_table = {**task.verifier.env, **config.env}
         hooks = task.verifier.collect + config.collect
         mode = step_verifier_mode(task, step)
-    choice = choose_verifier(task.path, task.dataset_root, step)
     merged: Dict[str, ShimFile] = {}
     for folder in choice.tests_dirs:
         merged.update((file.name, file) for file in task_test_files(folder))
@@ -725,4 +733,5 @@ __all__ = [
     "plan_verification",
     "run_collect_hooks",
     "run_verification",
+    "task_verifier",
 ]
