@@ -986,6 +986,48 @@ def test_an_archive_with_names_outside_the_artifact_is_refused(tmp_path, names):
     assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == ["deep", "deep/out"]
 
 
+def amplifying_archive(size: int, links: int) -> bytes:
+    """``app/a`` twice (empty, then ``size`` bytes), then ``links`` hard links to ``app/a``: what a
+    root agent's own ``tar`` could print (a provider sandbox collects through the image's tar)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        top = tarfile.TarInfo("app")
+        top.type, top.mode = tarfile.DIRTYPE, 0o755
+        archive.addfile(top)
+        archive.addfile(tarfile.TarInfo("app/a"), io.BytesIO(b""))
+        large = tarfile.TarInfo("app/a")
+        large.size = size
+        archive.addfile(large, io.BytesIO(b"x" * size))
+        for index in range(links):
+            link = tarfile.TarInfo(f"app/b{index}")
+            link.type, link.linkname = tarfile.LNKTYPE, "app/a"
+            archive.addfile(link)
+    return buffer.getvalue()
+
+
+class ForgedTar(Faulty):
+    """A sandbox without archive calls whose ``tar`` printed ``archive`` for /app."""
+
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        return ExecResult(stdout="0 missing\n1 ok /tmp/x\n", stderr="", return_code=0)  # collect_script's answer
+
+    async def download_file(self, sandbox_path: str, local_path: str) -> None:
+        assert self.archive is not None
+        Path(local_path).write_bytes(self.archive)
+
+
+@pytest.mark.parametrize("sandbox_type", [ForgedTar, FaultyArchives], ids=["tar", "archive"])
+def test_a_name_held_twice_is_left_out_never_written_past_the_limit(tmp_path, sandbox_type):
+    """Red team 39: the plan sized each hard link by the first ``app/a`` (empty) while tarfile's
+    extraction followed the last (1 MiB): 40 MiB written on the host for a 4 KiB limit."""
+    sandbox = sandbox_type(archive=amplifying_archive(1 << 20, 40))
+    result = run(collect_artifacts(sandbox, [Artifact("/app", "app")], tmp_path / "out", limit_bytes=4096))
+    skipped = {(item.path, item.reason) for item in result.skipped}  # (the convention folder gets it too here)
+    assert result.artifacts == () and ("/app", "the archive holds 'app/a' twice") in skipped, skipped
+    assert {reason for _, reason in skipped} == {"the archive holds 'app/a' twice"}
+    assert [path for path in (tmp_path / "out").rglob("*")] == []
+
+
 @pytest.mark.parametrize("source", ["/tests/expected.txt", "/logs/verifier", "/logs", "/tests"])
 def test_delivery_never_lands_in_the_verifiers_folders(tmp_path, source):
     write_files(tmp_path / "copy", {"x": "planted"})

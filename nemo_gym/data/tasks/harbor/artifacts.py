@@ -661,7 +661,7 @@ def complete_members(data: bytes) -> bytes:
 def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[str, tarfile.TarInfo]]:
     """The archive's members as entries relative to the artifact (the first member is the artifact
     itself, whatever its name; none when it was a socket, which no archive holds); a hard link
-    becomes a file of its target's size."""
+    becomes a file of its target's size. ``UnsafeTar`` for a name held twice."""
     members = list(_read_members(archive))
     if not members:
         return [], {}
@@ -696,7 +696,11 @@ def _entries(archive: tarfile.TarFile, source: str) -> Tuple[List[Entry], Dict[s
                 entries.append(Entry(relative, OTHER))
         else:
             entries.append(Entry(relative, OTHER))
-        by_path.setdefault(relative, member)
+        if relative in by_path:
+            # No tar of one folder holds a name twice; a forged one could size a hard link by the
+            # first copy while tarfile's extraction follows the last (red team 39).
+            raise UnsafeTar(f"the archive holds {name!r} twice")
+        by_path[relative] = member
     return entries, by_path
 
 
