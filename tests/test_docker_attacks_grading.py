@@ -257,3 +257,54 @@ def test_a_verifier_user_that_hides_uid_0_behind_another_name_is_refused(docker_
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=alias)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert "is uid 0: name it root" in outcome.stdout, outcome
+
+
+# ---------------------------------------------------------------------------------------------
+# Red team 39: a mask on demand. The agent's leftover process has the verifier's uid ([agent].user
+# = [verifier].user). While verify runs, /logs/verifier is that uid's: the process makes a folder
+# there and keeps its working directory in it, so finish's lock on /logs/verifier does not shut it
+# out. There it swaps, atomically and forever, each of 60 names between a file and a folder
+# (renameat2 RENAME_EXCHANGE): a name is a file when finish looks and a folder when `head -c` opens
+# it, and the failed copy masked the sample. Now every process but grading's stays stopped from
+# kill_strays until finish has read /logs/verifier.
+SWAPPER = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+deadline = time.time() + 60
+while time.time() < deadline:
+    try:
+        os.chdir("/logs/verifier")
+        os.mkdir("sub")
+        os.chdir("sub")
+        break
+    except OSError:
+        time.sleep(0.001)
+names = []
+for i in range(60):
+    open("f%02d" % i, "w").write("x")
+    os.mkdir("g%02d" % i)
+    names.append((b"f%02d" % i, b"g%02d" % i))
+while time.time() < deadline:
+    for a, b in names:
+        libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+"""
+
+
+def test_an_agent_sharing_the_verifiers_uid_cannot_mask_its_wrong_answer(docker_client, tmp_path):
+    from test_docker_attacks import attack, leave_behind
+
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "agent"\n'
+    source = "import time\ndef verify():\n    time.sleep(0.5)\n    return 0.0\n"  # the wrong answer's 0
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source})
+    workspace = write(tmp_path / "ws", {"swap.py": SWAPPER})
+
+    async def before(sandbox: Any) -> None:
+        await leave_behind(sandbox, "exec python3 /workspace/swap.py")
+
+    async def after(sandbox: Any) -> str:  # the agent's process goes on afterwards, as shared mode keeps it
+        return (await sandbox.exec("grep -h State: /proc/[0-9]*/status | sort | uniq -c", user="root")).stdout
+
+    for _ in range(3):
+        outcome, states = attack(docker_client, task_dir, workspace, before=before, after=after)
+        assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+        assert "stopped" not in states, states

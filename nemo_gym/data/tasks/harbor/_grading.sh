@@ -27,11 +27,22 @@ umask 077
 shopt -s dotglob nullglob
 
 [ "$PIPED" = 1 ] && exec 6>&1 1>&2  # the results alone go to stdout
+
+# The processes kill_strays left stopped go on. Until then none can change what finish reads: an
+# agent's process with the verifier's uid, its working directory in a folder of $LOGS it made during
+# the run, could swap a file there for a folder or a FIFO between finish's look and its copy, and have
+# the copy fail (a masked sample) or wait forever (red team 39).
+thaw() {
+  [ "$KILL_STRAYS" = 1 ] && kill -CONT -1 2>/dev/null
+  return 0
+}
+
 # Status 92 (prepare failed) also says how full the disk is: a full disk is its common cause, and
 # install hides the ENOSPC of its mkdir ("cannot change owner and permissions"). The host masks it as
 # disk_full when nothing is left.
 fail() {
   local disk=$TESTS
+  thaw
   echo "$2"
   [ -d "$disk" ] || disk=${TESTS%/*}/
   [ "$1" = 92 ] && LC_ALL=C stat -f -c 'the disk: %a of %b blocks free to users, %d of %c inodes free' \
@@ -235,7 +246,7 @@ kill_strays() {
   # verify's subprocess left behind (setsid, double fork, a new pid every millisecond) must not
   # rewrite anything afterwards. `kill -STOP -1` stops every process but PID 1 and this shell in one
   # pass of the kernel's process list (nothing forks past it), so one scan finds them all; the
-  # others (the agent's own, which shared mode keeps running) go on after `kill -CONT -1`.
+  # others (the agent's own, which shared mode keeps running) go on after finish's copies (thaw).
   local keep=" 1 $$ " pid=$$ dir line
   while [ -n "$pid" ] && [ "$pid" != 0 ]; do  # and this shell's ancestors (a local sandbox's init)
     keep="$keep$pid "
@@ -263,9 +274,10 @@ kill_strays() {
       esac
       kill -KILL "$pid" 2>/dev/null && [ "${1-}" != Z ] && killed=$((killed + 1))
     done
+    [ "$killed" = 0 ] && return 0  # the rest stay stopped until finish has read $LOGS (thaw)
     kill -CONT -1 2>/dev/null
-    [ "$killed" = 0 ] && break
   done
+  kill -STOP -1 2>/dev/null
 }
 
 # The verifier's other output (Harbor keeps all of /logs/verifier: ctrf.json, reward-details.json,
@@ -337,6 +349,7 @@ finish() {
   [ "${#leftovers[@]}" = 0 ] || rm -f -- "${leftovers[@]}"
   [ -f "$OUT/report" ] && printf '%s' "$report" > "$OUT/report"  # as read: at most MAX_REPORT_CHARS
   copy_outputs
+  thaw
   printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
   cd -- "$OUT" || fail 92 "cannot enter $OUT"
   shopt -s globstar
