@@ -273,8 +273,6 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--workspace {workspace}: not a folder")
     if args.sandbox == "docker":
         await prepare_images(task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress)
-    elif local_stand_ins(task):
-        print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="nemo-gym-workspace-") as scratch:
         # Graded on a copy: a verifier that writes (bytecode, test output) leaves the task folder
         # as it was. The Docker sandbox copies the workspace into its container anyway.
@@ -296,8 +294,13 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                 opener = verifier_sandbox_opener(
                     task, kind=args.sandbox, image=args.verifier_image, task_image=args.image, progress=_build_progress
                 )
-                return await run_separate_verification(task, plan, sandbox, opener)
-            return await run_verification(plan, sandbox)
+                outcome = await run_separate_verification(task, plan, sandbox, opener)
+            else:
+                outcome = await run_verification(plan, sandbox)
+    # Said once the run graded, so a refusal stays the one line it is.
+    if args.sandbox == "local" and local_stand_ins(task):
+        print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
+    return outcome
 
 
 def _local_note(missing: List[str], tasks: Sequence[str] = ()) -> str:
