@@ -135,3 +135,24 @@ def test_no_descriptor_grading_holds_reaches_test_sh_or_its_programs(tmp_path, u
     assert {who for who, _, _ in listed} == {"sh", "child"}, outcome.stdout
     for who, fd, target in listed:
         assert fd in ("0", "1", "2", "255"), (who, fd, target)  # 255: bash's own, on test.sh
+
+
+def test_an_output_swapped_for_a_folder_under_its_copy_counts_as_skipped(tmp_path):
+    """Red team 39, where nothing is stopped (a provider without ``private_pids``): a process with the
+    verifier's uid swaps an output file for a folder between copy_outputs's look and ``head``. That
+    output is skipped and its partial copy removed; the others are copied, and grading goes on (a
+    ``fail 92`` was a mask on the agent's demand)."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "sub" / "swapped").write_text("x")
+    (logs / "kept.txt").write_text("kept")
+    out.mkdir()
+    # `head` as the race's loser sees it: the file became a folder just before it opened it.
+    swap = 'head() { case "${4-}" in */swapped) rm -- "$4" && mkdir -- "$4" ;; esac; command head "$@"; }\n'
+    limits = "MAX_OUTPUT_NAME=100 MAX_OUTPUT_DEPTH=5 MAX_OUTPUT_FILES=10 MAX_OUTPUT_BYTES=1000 INPUTS=()\n"
+    script = f'{DEFINITIONS}\n{limits}{swap}LC_ALL=C\ncopy_outputs\necho "skipped $skipped"\n'
+    env = {"PATH": "/usr/bin:/bin", "LOGS": str(logs), "OUT": str(out)}
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, capture_output=True, timeout=10)
+    assert ran.returncode == 0 and ran.stdout.decode().strip() == "skipped 1", ran
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["files/kept.txt"], ran
+    assert not (out / "files" / "sub" / "swapped").exists()

@@ -561,3 +561,34 @@ def test_a_daemon_the_agents_program_leaves_does_not_outlive_grading(provider, u
     assert _key(outcome) == (0.0, False, None, None), outcome
     assert alive == "", f"the daemon (pid {alive}) outlived grading"
     assert left() == set()
+
+
+@pytest.mark.parametrize("private_pids", [True, False], ids=["private-pids", "shared-pids"])
+def test_an_agent_sharing_the_verifiers_uid_cannot_mask_its_wrong_answer(provider, users, left, tmp_path, private_pids):
+    """Red team 39 through a provider: the agent's leftover process, with the verifier's uid, swaps
+    files and folders in a folder of /logs/verifier it keeps its working directory in. Without
+    ``private_pids`` nothing is stopped, so an output that changed under its copy must count as
+    skipped, never mask the wrong answer's 0."""
+    from test_docker_attacks_grading import SWAPPER
+
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "agent"\n'
+    source = "import time\ndef verify():\n    time.sleep(0.5)\n    return 0.0\n"
+    plan = plan_verification(
+        load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source}))
+    )
+    spec = _spec(users)
+
+    async def run() -> VerificationOutcome:
+        handle = await provider.create(spec)
+        try:
+            await _workspace(provider, handle, {})
+            sandbox = await attach(provider, handle, spec=spec, private_pids=private_pids)
+            await _leave_behind(provider, handle, SWAPPER)
+            return await run_verification(plan, sandbox)
+        finally:
+            await provider.close(handle)
+
+    for _ in range(3):
+        outcome = asyncio.run(run())
+        assert _key(outcome) == (0.0, False, None, None), outcome
+    assert left() == set()
