@@ -168,3 +168,17 @@ def test_the_readme_lists_every_shipped_example():
     listed = readme.split("The shipped examples are:", 1)[1].split("\n\n", 1)[0]
     shipped = sorted(path.name for path in (ROOT / "examples").iterdir() if (path / "task.toml").is_file())
     assert [name for name in shipped if f"`examples/{name}`" not in listed] == []
+
+
+def test_every_link_within_the_readme_names_one_of_its_headings():
+    """GitHub's anchors: the heading in lower case, without punctuation but ``-`` and ``_``, spaces
+    made ``-``. A heading renamed breaks the links to it, the contents at the top most of all."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    prose = re.sub(r"^```.*?^```", "", readme, flags=re.MULTILINE | re.DOTALL)  # a `# comment` is no heading
+    headings = re.findall(r"^#{1,6} (.+)$", prose, flags=re.MULTILINE)
+    anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+    links = re.findall(r"\]\(#([^)]+)\)", readme)
+    assert len(links) >= 15
+    assert [link for link in links if link not in anchors] == []
