@@ -176,7 +176,16 @@ def _kinds() -> "Tuple[Any, Any]":
     return loaded.Real, loaded.Integral
 
 
+def _is_numpy_bool(value: "Any") -> "bool":
+    """NumPy's bool (``(a == b).all()``), a NumPy scalar as SPEC's results allow that no
+    ``numbers`` class registers; known by its type's name, without importing NumPy."""
+    kind = type(value)
+    return getattr(kind, "__module__", None) == "numpy" and kind.__name__ in ("bool", "bool_")
+
+
 def _finite(value: "Any") -> "bool":
+    if _is_numpy_bool(value):
+        return True
     if not isinstance(value, _kinds()[0]):
         return False
     try:
@@ -187,8 +196,16 @@ def _finite(value: "Any") -> "bool":
 
 
 def _number(value: "Any") -> "Any":
-    """A JSON-ready copy of a finite number: ints stay exact, the rest become floats."""
+    """A JSON-ready copy of a finite number: ints stay exact, a bool and NumPy's become 0 or 1, the
+    rest become floats."""
+    if _is_numpy_bool(value):
+        return int(bool(value))
     return int(value) if isinstance(value, _kinds()[1]) else float(value)
+
+
+def _hint(value: "Any") -> "str":
+    """What to do about a number the result cannot hold: a ``Decimal`` is no ``numbers.Real``."""
+    return " (a Decimal is not one: return float() of it)" if type(value).__name__ == "Decimal" else ""
 
 
 def rewards_from_result(result: "Any") -> "Dict[str, Any]":
@@ -199,14 +216,16 @@ def rewards_from_result(result: "Any") -> "Dict[str, Any]":
             return {"reward": _number(result)}
         shown = repr(result)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        raise VerifierError(f"verify returned {type(result).__name__} {shown}; {expectation}")
+        raise VerifierError(f"verify returned {type(result).__name__} {shown}; {expectation}{_hint(result)}")
     if not result:
         raise VerifierError(f"verify returned an empty dict; {expectation}, with a `reward` key")
     for key, value in result.items():
         if not isinstance(key, str):
             raise VerifierError(f"verify returned a dict with the non-string key {key!r}; {expectation}")
         if not _finite(value):
-            raise VerifierError(f"verify returned {type(value).__name__} {value!r} for {key!r}; {expectation}")
+            raise VerifierError(
+                f"verify returned {type(value).__name__} {value!r} for {key!r}; {expectation}{_hint(value)}"
+            )
     if "reward" not in result and len(result) > 1:
         raise VerifierError(
             f"verify returned several keys ({', '.join(sorted(result))}) but no `reward`: name the score "

@@ -244,6 +244,16 @@ ACCEPTED = [
         {"reward": 1, "n": 2},
     ),
     ("negative", "def verify():\n    return -1.5\n", None, None, {"reward": -1.5}),
+    (
+        # NumPy's bool as it names itself (numpy.bool in NumPy 2, numpy.bool_ before): (a == b).all()
+        "numpy-bool",
+        "class bool_:\n    __module__ = 'numpy'\n    def __init__(self, value):\n        self.value = value\n"
+        "    def __bool__(self):\n        return self.value\nclass Bool(bool_):\n    pass\nBool.__name__, Bool.__module__ = 'bool', 'numpy'\n"
+        "def verify():\n    return {'reward': bool_(True), 'same': Bool(False)}\n",
+        None,
+        None,
+        {"reward": 1, "same": 0},
+    ),
 ]
 
 
@@ -314,7 +324,14 @@ REFUSED = [
         "decimal",
         "import decimal\ndef verify():\n    return decimal.Decimal(1)\n",
         None,
-        "verify returned Decimal",
+        "verify returned Decimal Decimal('1'); it must return a finite number or a dict of finite numbers "
+        "(a Decimal is not one: return float() of it)",
+    ),
+    (
+        "numpy-named-not-bool",
+        "class int8:\n    __module__ = 'numpy'\ndef verify():\n    return int8()\n",
+        None,
+        "verify returned int8",
     ),
     ("empty-dict", "def verify():\n    return {}\n", None, "verify returned an empty dict"),
     (
