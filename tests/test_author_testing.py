@@ -591,6 +591,8 @@ def test_a_dataset_verifier_grades_its_tasks_and_rows_as_in_the_sandbox(tmp_path
         run_verify(rows, workspace=tmp_path, row="q3")
     with pytest.raises(TaskError, match="has no rows.jsonl, so there is no row 'q1'"):
         run_verify(dataset / "t1", workspace=tmp_path, row="q1")
+    with pytest.raises(FileNotFoundError, match="t2: no such task folder or verifier.py$"):
+        run_verify(dataset / "t2", workspace=tmp_path)  # a typo, named as one
 
 
 def test_a_task_graded_by_test_sh_is_refused_by_name(tmp_path):

@@ -294,10 +294,21 @@ def test_parameterized_rows(tmp_path):
     assert paris.timeout_sec == 1200.0
     assert load_task(root, row="row-2").task_data == {"answer": "Rome"}
     assert choose_verifier(paris.path, paris.dataset_root).kind == PYTHON
-    with pytest.raises(TaskError, match="3 parameterized rows; name one"):
+    with pytest.raises(
+        TaskError, match=r"3 parameterized rows; name a row \(--row ID, run_verify's row=: paris, row-2, row-4\)$"
+    ):
         load_task(root)
-    with pytest.raises(TaskError, match="no row with id 'london'"):
+    with pytest.raises(TaskError, match=r"no row with id 'london' \(its ids: paris, row-2, row-4\)$"):
         load_task(root, row="london")
+    write(root, {"solo/task.toml": "", "solo/tests/verifier.py": "def verify():\n    return 1\n"})
+    with pytest.raises(TaskError, match=r"row-4\), or one of its task folders \(solo\)$"):
+        load_task(root)  # a dataset that holds task folders beside its rows names them too
+
+
+def test_a_tasks_tests_folder_given_for_the_task_is_named(tmp_path):
+    task = write(tmp_path / "t", {"task.toml": "", "tests/verifier.py": "def verify():\n    return 1\n"})
+    with pytest.raises(TaskError, match=f"the tests/ folder of a task; give the task folder, {task}$"):
+        load_task(task / "tests")
 
 
 @pytest.mark.parametrize(

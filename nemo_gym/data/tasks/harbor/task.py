@@ -821,6 +821,12 @@ def _load(
     return task
 
 
+def _some(names: Sequence[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``names`` for a message, and how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_runnable: bool = True) -> Task:
     """The task in ``task_dir``, with what its dataset (the folder holding it) adds.
 
@@ -831,14 +837,19 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_ru
     path = Path(task_dir).resolve()
     if not path.is_dir():
         raise TaskError(f"{task_dir}: not a task folder")
+    if path.name == "tests" and (path.parent / "task.toml").is_file():
+        raise TaskError(f"{task_dir}: the tests/ folder of a task; give the task folder, {path.parent}")
     if (path / ROWS_FILE).exists():
         rows = load_dataset(path)
         if row is None:
+            folders = sorted(entry.name for entry in path.iterdir() if (entry / "task.toml").is_file())
+            beside = f", or one of its task folders ({_some(folders)})" if folders else ""
             raise TaskError(
-                f"{path}: a dataset of {len(rows.rows)} parameterized rows; name one (gym-harbor verify --row ID)"
+                f"{path}: a dataset of {len(rows.rows)} parameterized rows; name a row "
+                f"(--row ID, run_verify's row=: {_some(list(rows.rows))}){beside}"
             )
         if row not in rows.rows:
-            raise TaskError(f"{path / ROWS_FILE}: no row with id {row!r}")
+            raise TaskError(f"{path / ROWS_FILE}: no row with id {row!r} (its ids: {_some(list(rows.rows))})")
         return rows.task(row)
     if row is not None:
         raise TaskError(f"{path}: has no {ROWS_FILE}, so there is no row {row!r}")

@@ -148,6 +148,8 @@ def _choose(verifier: Union[str, os.PathLike[str]], step: Optional[str], row: Op
     its ``step`` or ``row``, would choose (``verification.choose_verifier``); a file is graded as it is,
     its own folder beside it."""
     path = Path(os.path.abspath(verifier))
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such task folder or verifier.py")
     if not path.is_dir():
         if step is not None or row is not None:
             raise ValueError(f"{path}: step= and row= name the step or row of a task folder; give the folder")
