@@ -54,6 +54,14 @@ def test_a_datasets_test_verifier_files_run_together_as_the_readme_says(tmp_path
     )
     tested = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert tested.returncode == 0 and "6 passed" in tested.stdout, tested.stdout + tested.stderr
+    # The tests init writes catch a verify that raises, not only a wrong score: without its
+    # task_data.json, the answer task's verify raises KeyError wherever it reads an answer, and the
+    # wrong answer's test fails as the right one's does (its 0 is an error's).
+    (tmp_path / "ds" / "answer" / "task_data.json").unlink()
+    tested = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert (
+        tested.returncode == 1 and "2 failed, 4 passed" in tested.stdout and "test_a_wrong_answer" in tested.stdout
+    ), tested.stdout + tested.stderr
 
 
 def test_init_never_overwrites_and_refuses_an_unknown_kind(tmp_path):

@@ -68,7 +68,8 @@ def test_a_wrong_answer_scores_0(tmp_path):
 
 
 def test_no_answer_scores_0(tmp_path):
-    assert run_verify(TASK, workspace=tmp_path).reward == 0.0
+    result = run_verify(TASK, workspace=tmp_path)
+    assert result.ok and result.reward == 0.0  # ok: a 0 that verify returned, not an error of it
 ''',
 }
 
@@ -111,11 +112,13 @@ def test_the_answer_line_is_graded(tmp_path):
 
 def test_a_wrong_answer_scores_0(tmp_path):
     (tmp_path / "answer.md").write_text("Answer: Lyon\\n")
-    assert run_verify(TASK, workspace=tmp_path).reward == 0.0
+    result = run_verify(TASK, workspace=tmp_path)
+    assert result.ok and result.reward == 0.0  # ok: a 0 that verify returned, not an error of it
 
 
 def test_no_answer_file_scores_0(tmp_path):
-    assert run_verify(TASK, workspace=tmp_path).reward == 0.0
+    result = run_verify(TASK, workspace=tmp_path)
+    assert result.ok and result.reward == 0.0
 ''',
 }
 
