@@ -21,6 +21,16 @@ too_old=86
 system_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 tried=""
 
+# The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
+# (bash before 5.1, or text past a pipe's size) that bash opens again by name, and whoever may
+# rename in that folder could swap it for lines of their own (red team 40). Empty lines are dropped.
+split_lines() {
+  local IFS=$'\n'
+  set -f
+  eval "$1=(\$2)"
+  set +f
+}
+
 # Whether root may start "$1/$2": "$1", the folder above it (where a venv keeps its pyvenv.cfg) and
 # the interpreter belong to root and nobody else can write them, and every folder further up
 # belongs to root and nobody else can rename what is in it: so nobody else can have swapped a
@@ -37,7 +47,7 @@ tried=""
 # the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
 root_may_run() {
-  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same="" line index=0 special mode modes physical real=() real_modes count=0 TMOUT=
+  local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same="" line lines=() index=0 special mode modes physical real=() real_modes count=0 TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
   for dir in "$1" "${above[@]}" ""; do  # "": the root folder's
     for lib in "$dir/lib" "$dir/lib64"; do
@@ -67,14 +77,15 @@ root_may_run() {
     dir=$physical
     while [ -n "$dir" ]; do real+=("$dir"); dir=${dir%/*}; done
     real_modes=$(PATH=$system_path LC_ALL=C exec stat -c '%u %a' -- "${real[@]}" / 2>/dev/null) || return 1
-    while IFS= read -r line; do
+    split_lines lines "$real_modes"
+    for line in "${lines[@]}"; do
       count=$((count + 1))
       case "$line" in
         "0 "[0-7][0-7][0-7]) (( (8#${line:2} & 8#022) == 0 )) || return 1 ;;
         "0 "[0-7][0-7][0-7][0-7]) (( (8#${line:3} & 8#022) == 0 || (${line:2:1} & 1) )) || return 1 ;;
         *) return 1 ;;
       esac
-    done <<< "$real_modes"
+    done
     [ "$count" -ge 2 ] || return 1
   fi
   while :; do  # its physical path has no link: its ancestors by name are its real ones
@@ -82,7 +93,8 @@ root_may_run() {
     [ -n "$physical" ] && [ "$physical" != / ] || break
     physical=${physical%/*}
   done
-  while IFS= read -r line; do
+  split_lines lines "$modes"
+  for line in "${lines[@]}"; do
     index=$((index + 1))
     case "$line" in
       "0 "*" symbolic link") continue ;;
@@ -97,7 +109,7 @@ root_may_run() {
     [ -n "$venv" ] || [ -n "$same" ] && continue
     same=1
     for same in "$1"/* "$1"/.[!.]*; do [ -L "$same" ] || ! [ "$same" -ef "$1/$2" ] || return 1; done
-  done <<< "$modes"
+  done
   [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] && [ -O "$1/$2" ]
 }
 

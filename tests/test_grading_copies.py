@@ -156,3 +156,45 @@ def test_an_output_swapped_for_a_folder_under_its_copy_counts_as_skipped(tmp_pat
     assert ran.returncode == 0 and ran.stdout.decode().strip() == "skipped 1", ran
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["files/kept.txt"], ran
     assert not (out / "files" / "sub" / "swapped").exists()
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "9223372036854775807",  # a sparse file on tmpfs may be 2^63-1 bytes: the sum wrapped negative
+        "x[$(touch $MARK)]",  # bash evaluates a variable's text as an expression, as root in finish
+    ],
+    ids=["overflow", "expression"],
+)
+def test_a_size_stat_prints_is_digits_and_cannot_lift_the_cap(tmp_path, forged):
+    """Red team 40: one output's size, as ``stat`` printed it, once wrapped the running total below
+    zero, after which every later output was copied whole (a huge one overflowed the host's results
+    limit: a mask on demand); and the text of a size was an arithmetic expression, a command run as
+    root when an agent could swap the here-string's file. A size that is not plain digits (at most
+    18) is skipped; the cap holds for what follows."""
+    logs, out, mark = tmp_path / "logs", tmp_path / "out", tmp_path / "mark"
+    files = {"a.txt": "a", "b.txt": "b", "c.txt": "c" * 2000}
+    for name, text in files.items():
+        (logs / name).parent.mkdir(parents=True, exist_ok=True)
+        (logs / name).write_text(text)
+    out.mkdir()
+    # stat as the agent's live process makes it read: b.txt's size is the forged text.
+    fake = f'stat() {{ local n; for n in "${{@:4}}"; do [ "$n" = b.txt ] && echo \'{forged}\' || command stat -c %s -- "$n"; done; }}\n'
+    limits = "MAX_OUTPUT_NAME=100 MAX_OUTPUT_DEPTH=5 MAX_OUTPUT_FILES=10 MAX_OUTPUT_BYTES=1000 INPUTS=()\n"
+    script = f'{DEFINITIONS}\n{limits}{fake}LC_ALL=C\ncopy_outputs\necho "skipped $skipped"\n'
+    env = {"PATH": "/usr/bin:/bin", "LOGS": str(logs), "OUT": str(out), "MARK": str(mark)}
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, capture_output=True, timeout=10)
+    assert ran.returncode == 0 and ran.stdout.decode().strip() == "skipped 2", ran
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["files/a.txt"], ran
+    assert not mark.exists()
+
+
+def test_no_root_shell_of_grading_reads_a_here_string():
+    """bash writes a here-string or here-document to a file in $TMPDIR (before 5.1 always, after it
+    past a pipe's size) and opens it again by name: where the verifier's env names a folder the
+    agent may rename in, the agent's lines replace grading's own (red team 40). Both scripts split
+    their text in memory (split_lines)."""
+    shim = Path(__file__).resolve().parents[1] / "shim" / "test.sh"
+    for name, text in (("_grading.sh", DEFINITIONS), ("test.sh", shim.read_text())):
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        assert "<<" not in code, name

@@ -280,12 +280,22 @@ kill_strays() {
   kill -STOP -1 2>/dev/null
 }
 
+# The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
+# (bash before 5.1, or text past a pipe's size) that bash opens again by name, and whoever may
+# rename in that folder could swap it for lines of their own (red team 40). Empty lines are dropped.
+split_lines() {
+  local IFS=$'\n'
+  set -f
+  eval "$1=(\$2)"
+  set +f
+}
+
 # The verifier's other output (Harbor keeps all of /logs/verifier: ctrf.json, reward-details.json,
 # ...): regular files with plain names (at most MAX_OUTPUT_NAME characters and MAX_OUTPUT_DEPTH
 # folders deep), up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
 # into "$OUT/files"; what does not fit is counted in "skipped" (the meta file says so).
 copy_outputs() {
-  local entry name size candidates=() sizes total=0 count=0 folder folders input
+  local entry name size candidates=() sizes=() total=0 count=0 folder folders input index=0
   skipped=0
   shopt -s globstar
   for entry in "$LOGS"/**; do
@@ -303,10 +313,15 @@ copy_outputs() {
   done
   shopt -u globstar
   [ "${#candidates[@]}" = 0 ] && return 0
-  sizes=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
+  size=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
+  split_lines sizes "$size"
   for name in "${candidates[@]}"; do
-    IFS= read -r size
-    if [ "$count" -ge "$MAX_OUTPUT_FILES" ] || [ $((total + size)) -gt "$MAX_OUTPUT_BYTES" ]; then
+    size=${sizes[index]-}
+    index=$((index + 1))
+    # Digits, and few enough that no sum below can wrap past 2^63 (a file on tmpfs may be 2^63-1
+    # bytes long): bash evaluates a variable's text as an expression, `a[$(cmd)]` included.
+    case "$size" in '' | *[!0-9]* | ???????????????????*) skipped=$((skipped + 1)); continue ;; esac
+    if [ "$count" -ge "$MAX_OUTPUT_FILES" ] || [ "$size" -gt $((MAX_OUTPUT_BYTES - total)) ]; then
       skipped=$((skipped + 1))
       continue
     fi
@@ -321,7 +336,7 @@ copy_outputs() {
     fi
     total=$((total + size))
     count=$((count + 1))
-  done <<< "$sizes"
+  done
 }
 
 finish() {
