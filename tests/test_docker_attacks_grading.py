@@ -308,3 +308,60 @@ def test_an_agent_sharing_the_verifiers_uid_cannot_mask_its_wrong_answer(docker_
         outcome, states = attack(docker_client, task_dir, workspace, before=before, after=after)
         assert (outcome.reward, outcome.masked) == (0.0, False), outcome
         assert "stopped" not in states, states
+
+
+# ---------------------------------------------------------------------------------------------
+# Red team 40: an image whose USER is not root. Docker gives the execs of a container that runs as
+# such a user no capabilities, and under no-new-privileges `exec -u root` cannot gain them: grading's
+# handover failed (chown: Operation not permitted) and every sample was masked. And the keep-alive
+# ran as that user, the agent's: its last command killed it, the container stopped, and grading's
+# failed exec masked a wrong answer's 0. Now the container runs as root and a command that names no
+# user runs as the image's USER; an image whose own ENTRYPOINT runs keeps the USER's container.
+AGENT_IMAGE = "nemo-gym-test/users-as-agent:1"
+AS_AGENT_VERIFIER = "def verify(workspace, task_data):\n    return float((workspace / 'answer.txt').read_text() == task_data['answer'])\n"
+
+
+@pytest.mark.parametrize("entrypoint", [False, True], ids=["plain", "its-entrypoint"])
+def test_an_image_whose_user_is_the_agents_grades_and_its_keep_alive_is_not_the_agents(
+    docker_client, tmp_path, entrypoint
+):
+    import asyncio
+    import io
+
+    from images import LABEL, users_image
+
+    from nemo_gym.data.tasks.harbor.image_build import ImageRecord
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    base, volumes = users_image(docker_client)
+    if not docker_client.images.list(name=AGENT_IMAGE):
+        dockerfile = io.BytesIO(f"FROM {base}\nUSER agent\n".encode())
+        docker_client.images.build(fileobj=dockerfile, tag=AGENT_IMAGE, labels=LABEL, rm=True)
+    record = None
+    if entrypoint:
+        script = ': > /tmp/entrypoint-ran; exec "$@"'
+        record = ImageRecord(AGENT_IMAGE, ["/bin/sh", "-c", script, "ep"], None, None, "agent", "", {})
+    files = {"task.toml": "", "task_data.json": '{"answer": "42"}', "tests/verifier.py": AS_AGENT_VERIFIER}
+    plan = plan_verification(load_task(write(tmp_path / "task", files)))
+
+    async def run(answer: str) -> Any:
+        workspace = write(tmp_path / f"ws-{answer}", {"answer.txt": answer})
+        sandbox = DockerSandbox(
+            AGENT_IMAGE, workspace=workspace, volumes=volumes, labels=LABEL, client=docker_client,
+            workdir="/workspace", record=record,
+        )  # fmt: skip
+        async with sandbox:
+            who = (await sandbox.exec("id -un")).stdout.strip()
+            if entrypoint:
+                ran = (await sandbox.exec("stat -c %U /tmp/entrypoint-ran")).stdout.strip()
+                assert ran == "agent", "the image's ENTRYPOINT runs as its USER, as under Harbor"
+            else:
+                await sandbox.exec("kill $(cat /proc/1/task/1/children)")  # the agent's last command
+            return who, await run_verification(plan, sandbox)
+
+    for answer, reward in (("42", 1.0), ("41", 0.0)):
+        who, outcome = asyncio.run(run(answer))
+        assert who == "agent", "a command that names no user runs as the image's USER"
+        assert (outcome.reward, outcome.masked) == (reward, False), outcome

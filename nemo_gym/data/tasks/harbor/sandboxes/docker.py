@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
@@ -167,6 +167,20 @@ def _single_file_tar(data: bytes, name: str) -> bytes:
     return buffer.getvalue()
 
 
+def _is_root(user: str) -> bool:
+    """Whether an image's ``USER`` is root (unset included), by name or uid, with a group or not."""
+    return user.split(":", 1)[0] in ("", "root", "0")
+
+
+def _cpu_hints(cpus: Optional[float], image_env: Mapping[str, str]) -> Dict[str, str]:
+    """``CPU_COUNT_HINTS`` at the CPU limit, minus those the image's own ENV sets (``env`` is laid
+    over them by the caller)."""
+    if cpus is None:
+        return {}
+    count = str(max(1, math.floor(cpus)))
+    return {name: count for name in CPU_COUNT_HINTS if name not in image_env}
+
+
 class DockerSandbox:
     """A container of ``image``; use it as an async context manager (``close`` removes it).
 
@@ -273,8 +287,9 @@ class DockerSandbox:
             if self._client is None:
                 self._client = await in_thread(docker.from_env)
             cpus = await self._cpu_limit()
-            environment = {**await self._cpu_hints(cpus), **self._env}
-            options = self._run_options(environment, cpus)
+            image_user, image_env = await self._image_config()
+            environment = {**_cpu_hints(cpus, image_env), **self._env}
+            options = self._run_options(environment, cpus, image_user)
             self._container = await in_thread(self._client.containers.run, self.image, **options)
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
@@ -287,7 +302,7 @@ class DockerSandbox:
                 raise SandboxError(failure) from error
             raise
 
-    def _run_options(self, environment: Dict[str, str], cpus: Optional[float]) -> Dict[str, Any]:
+    def _run_options(self, environment: Dict[str, str], cpus: Optional[float], image_user: str) -> Dict[str, Any]:
         options: Dict[str, Any] = dict(
             init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
             # A set-id program written during grading (the agent's program, run by verify) must
@@ -307,6 +322,19 @@ class DockerSandbox:
             options["entrypoint"] = ["sleep", "infinity"]
         if self._healthcheck() is None:
             options["healthcheck"] = {"test": ["NONE"]}  # no record, no HEALTHCHECK
+        self.default_user = None if _is_root(image_user) else image_user
+        if self.default_user is not None:
+            # Docker gives the execs of a container whose user is not root no capabilities, and
+            # under no-new-privileges a root exec cannot gain them: grading could not hand /tests
+            # over, and every sample was masked. So the container runs as root (its keep-alive
+            # too, which the agent could otherwise kill), and a command that names no user runs
+            # as the image's USER. Only an ENTRYPOINT or a HEALTHCHECK of the image's own, which
+            # Docker runs as the container's user and which must not run as root beside the
+            # agent's files, keeps the container the USER's, without no-new-privileges.
+            if self.runs_entrypoint or self._healthcheck() is not None:
+                options["security_opt"] = []
+            else:
+                options["user"] = "0:0"
         if self._network_none:
             options["network_mode"] = "none"
         if cpus is not None:
@@ -329,19 +357,14 @@ class DockerSandbox:
         available = info.get("NCPU") if isinstance(info, dict) else None
         return min(self._cpus, float(available)) if isinstance(available, int) and available > 0 else self._cpus
 
-    async def _cpu_hints(self, cpus: Optional[float]) -> Dict[str, str]:
-        """``CPU_COUNT_HINTS`` at the CPU limit, minus those the image's own ENV sets (``env`` is
-        laid over them by the caller)."""
-        if cpus is None:
-            return {}
+    async def _image_config(self) -> Tuple[str, Dict[str, str]]:
+        """The image's ``USER`` (``""`` when unset) and ENV: the record's, else the engine's."""
         if self.record is not None:
-            image_env = self.record.env
-        else:
-            attrs = await in_thread(self._client.api.inspect_image, self.image)
-            entries = (attrs.get("Config") or {}).get("Env") or []
-            image_env = dict(entry.split("=", 1) for entry in entries if "=" in entry)
-        count = str(max(1, math.floor(cpus)))
-        return {name: count for name in CPU_COUNT_HINTS if name not in image_env}
+            return self.record.user, self.record.env
+        attrs = await in_thread(self._client.api.inspect_image, self.image)
+        config = attrs.get("Config") or {}
+        entries = config.get("Env") or []
+        return config.get("User") or "", dict(entry.split("=", 1) for entry in entries if "=" in entry)
 
     async def _settle(self) -> None:
         """After ``containers.run``: the HEALTHCHECK awaited, the working directory made and filled."""
@@ -352,8 +375,6 @@ class DockerSandbox:
         image_workdir = config.get("WorkingDir") or ""
         if not self._declared_workdir and image_workdir not in ("", "/"):
             self.workdir = image_workdir
-        configured = config.get("User") or ""
-        self.default_user = configured if configured not in ("", "root", "0", "0:0", "root:root") else None
         made = await self._exec_argv(
             ["mkdir", "-p", self.workdir, *self._mounts], cwd="/", env=None, timeout_s=60, user=self.admin_user
         )
@@ -626,7 +647,8 @@ class DockerSandbox:
             stdin=stdin,
             workdir=cwd or self.workdir,
             environment=dict(env or {}),
-            user="" if user is None else str(user),
+            # No user named: the image's USER (the container may run as root; _run_options).
+            user=str(self.default_user or "") if user is None else str(user),
         )
         return str(created["Id"])
 
