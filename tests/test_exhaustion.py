@@ -222,3 +222,26 @@ def test_the_oom_kills_are_asked_for_by_the_engines_clock():
 def test_a_container_gets_the_default_pids_limit_unless_told_otherwise(given, expected):
     options = DockerSandbox("image", client=object(), **given)._run_options({}, None)
     assert options.get("pids_limit") == expected
+
+
+@pytest.mark.parametrize(
+    ("user", "entrypoint", "expected"),
+    [
+        ("", False, (None, ["no-new-privileges"])),
+        ("0:0", False, (None, ["no-new-privileges"])),
+        ("agent", False, ("0:0", ["no-new-privileges"])),  # root's container, the USER's commands
+        ("1000:1000", False, ("0:0", ["no-new-privileges"])),
+        ("agent", True, (None, [])),  # its ENTRYPOINT runs as its USER: root's execs need their capabilities
+    ],
+)
+def test_a_container_runs_as_root_unless_its_images_own_entrypoint_runs_as_its_user(user, entrypoint, expected):
+    """Red team 40: Docker gives a non-root container's execs no capabilities, and under
+    no-new-privileges ``exec -u root`` cannot gain them (grading's handover failed)."""
+    from nemo_gym.data.tasks.harbor.image_build import ImageRecord
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import _is_root
+
+    record = ImageRecord("image", ["/entry"], None, None, user, "", {}) if entrypoint else None
+    sandbox = DockerSandbox("image", client=object(), record=record)
+    sandbox.default_user = None if _is_root(user) else user  # as start sets it from the image
+    options = sandbox._run_options({}, None)
+    assert (options.get("user"), options["security_opt"]) == expected

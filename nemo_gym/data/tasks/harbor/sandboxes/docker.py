@@ -288,8 +288,9 @@ class DockerSandbox:
                 self._client = await in_thread(docker.from_env)
             cpus = await self._cpu_limit()
             image_user, image_env = await self._image_config()
+            self.default_user = None if _is_root(image_user) else image_user
             environment = {**_cpu_hints(cpus, image_env), **self._env}
-            options = self._run_options(environment, cpus, image_user)
+            options = self._run_options(environment, cpus)
             self._container = await in_thread(self._client.containers.run, self.image, **options)
         except Exception as error:  # the SDK raises its own errors and requests' ones
             raise SandboxError(f"cannot start a container of {self.image}: {error}") from error
@@ -302,7 +303,7 @@ class DockerSandbox:
                 raise SandboxError(failure) from error
             raise
 
-    def _run_options(self, environment: Dict[str, str], cpus: Optional[float], image_user: str) -> Dict[str, Any]:
+    def _run_options(self, environment: Dict[str, str], cpus: Optional[float]) -> Dict[str, Any]:
         options: Dict[str, Any] = dict(
             init=True,  # an init that reaps: orphaned zombies would otherwise pile up for good
             # A set-id program written during grading (the agent's program, run by verify) must
@@ -322,7 +323,6 @@ class DockerSandbox:
             options["entrypoint"] = ["sleep", "infinity"]
         if self._healthcheck() is None:
             options["healthcheck"] = {"test": ["NONE"]}  # no record, no HEALTHCHECK
-        self.default_user = None if _is_root(image_user) else image_user
         if self.default_user is not None:
             # Docker gives the execs of a container whose user is not root no capabilities, and
             # under no-new-privileges a root exec cannot gain them: grading could not hand /tests
