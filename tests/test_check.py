@@ -137,6 +137,19 @@ def test_imports_the_sandbox_lacks(tmp_path):
     assert "only nemo_gym.verifiers is staged there" in findings[1].message
 
 
+def test_a_sibling_imported_as_tests_x_or_relatively_is_an_error(tmp_path):
+    """A new author's two ways to import tests/helpers.py, both failing in the sandbox: the runner
+    imports verifier.py as the top-level module ``verifier``, with /tests on sys.path."""
+    source = "from tests.helpers import X\nimport tests.helpers\nfrom .helpers import X\nfrom . import helpers\n"
+    findings = check(_task(tmp_path / "t", verifier=source + VERIFIER, **{"tests/helpers.py": "X = 1\n"}))
+    assert _keys(findings) == [(ERROR, "line 1"), (ERROR, "line 3"), (ERROR, "line 4")], findings
+    assert findings[0].message.endswith("tests/ is on sys.path there; import helpers"), findings
+    assert "`from .helpers import ...` fails" in findings[1].message and findings[1].message.endswith(
+        "; import helpers"
+    )
+    assert findings[2].message.endswith("; import the module by its name"), findings
+
+
 def test_newer_syntax_is_a_warning(tmp_path):
     source = "def verify(task_data):\n    match task_data:\n        case _:\n            return 1\n"
     findings = check(_task(tmp_path / "t", verifier=source))

@@ -291,6 +291,15 @@ def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> L
             modules = [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             modules = [(node.module, node.lineno)]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            # The runner imports verifier.py as the top-level module `verifier`, which has no package.
+            named = "." * node.level + (node.module or "")
+            plain = f"import {node.module}" if node.module else "import the module by its name"
+            message = (
+                f"the relative import `from {named} import ...` fails: verifier.py is no package's module; {plain}"
+            )
+            findings.append(Finding(ERROR, where, f"line {node.lineno}", message))
+            continue
         else:
             continue
         for module, line in modules:
@@ -298,7 +307,14 @@ def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> L
             if module in seen or top in siblings or top in _SHIM_MODULES:
                 continue
             seen.add(module)
-            if top == "nemo_gym":
+            inner = module.split(".")[1] if "." in module else ""
+            if top == "tests" and inner in siblings:
+                # tests/ is staged as /tests, on sys.path: its modules import by their own names.
+                message = (
+                    f"imports {module}, which is no module in the sandbox: tests/ is on sys.path there; import {inner}"
+                )
+                findings.append(Finding(ERROR, where, f"line {line}", message))
+            elif top == "nemo_gym":
                 if not (module == "nemo_gym" or module.startswith("nemo_gym.verifiers")):
                     message = f"imports {module}, which is not in the sandbox: only nemo_gym.verifiers is staged there"
                     findings.append(Finding(ERROR, where, f"line {line}", message))
