@@ -150,6 +150,18 @@ def test_a_sibling_imported_as_tests_x_or_relatively_is_an_error(tmp_path):
     assert findings[2].message.endswith("; import the module by its name"), findings
 
 
+def test_a_verify_that_reads_task_data_the_task_lacks_is_a_warning(tmp_path):
+    """A forgotten task_data.json reads as {} in the sandbox: verify's KeyError came only at run time."""
+    source = "def verify(workspace, task_data):\n    return float(task_data['answer'] == 'x')\n"
+    assert check(_task(tmp_path / "given", verifier=source)) == []
+    for name, verifier in (("forgot", source), ("unread", "def verify(workspace):\n    return 1\n")):
+        (_task(tmp_path / name, verifier=verifier) / "task_data.json").unlink()
+    findings = check(tmp_path / "forgot")
+    assert _keys(findings) == [(WARNING, "verify(task_data)")], findings
+    assert findings[0].message.endswith("task_data.json does not exist: it gets {}"), findings
+    assert check(tmp_path / "unread") == []
+
+
 def test_newer_syntax_is_a_warning(tmp_path):
     source = "def verify(task_data):\n    match task_data:\n        case _:\n            return 1\n"
     findings = check(_task(tmp_path / "t", verifier=source))

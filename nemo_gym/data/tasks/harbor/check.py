@@ -214,15 +214,34 @@ def verifier_findings(path: Path, siblings: Sequence[str] = ()) -> List[Finding]
     return findings
 
 
-def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
+def _verify_definition(tree: ast.Module) -> Optional[ast.AST]:
+    """The statement that binds ``verify`` last at the top level (it wins, as at run time)."""
     definition: Optional[ast.AST] = None
-    for node in tree.body:  # the last binding of `verify` at the top level wins, as at run time
+    for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "verify":
             definition = node
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.ImportFrom, ast.Import, ast.ClassDef)):
             names = _bound_names(node)
             if "verify" in names:
                 definition = node
+    return definition
+
+
+def _declares(path: Path, name: str) -> bool:
+    """Whether the ``def verify`` of the ``verifier.py`` at ``path`` names the argument ``name``."""
+    try:
+        definition = _verify_definition(ast.parse(path.read_bytes()))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    arguments = definition.args
+    declared = [*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs]
+    return any(item.arg == name for item in declared)
+
+
+def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
+    definition = _verify_definition(tree)
     if definition is None:
         message = "defines no `verify` at the top level: the runner calls verify(workspace, task_data, ...)"
         return [Finding(ERROR, where, "verify", message)]
@@ -355,6 +374,9 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         # A step's tests/ lies over the task's in /tests: the task's modules import there too.
         beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
         findings += verifier_findings(path, _siblings(path.parent) + beneath)
+        if not task.task_data and not (task.path / "task_data.json").exists() and _declares(path, "task_data"):
+            message = f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
+            findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
     return findings + _shadowed(task.path, [step.name for step in task.steps])
 
 
