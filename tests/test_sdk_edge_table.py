@@ -147,6 +147,14 @@ def test_extract_answer_row():
         assert extract_answer(text) is None, text
 
 
+@pytest.mark.parametrize("helper", [extract_boxed, extract_answer, extract_tag])
+def test_an_extractor_given_the_response_itself_raises(helper):
+    """The author's mistake (the response, not final_text of it) raises; an agent's JSON dict is no answer."""
+    with pytest.raises(TypeError, match=rf"{helper.__name__}\(\): got a Responses API response, not its text"):
+        helper({"output": [_message(_text("Answer: \\boxed{7} <answer>7</answer>"))]})
+    assert helper({"answer": "7"}) is None
+
+
 def test_extract_tag_row():
     assert extract_tag("<answer> 1 </answer><answer>2</answer>") == "2"
     assert extract_tag("<answer>a<answer>b</answer>") == "b"

@@ -24,6 +24,17 @@ _PATTERNS = Patterns(
 )
 
 
+def _text_or_none(text: Any, helper: str) -> Optional[str]:
+    """``text`` when it is a ``str``, else ``None`` (no answer: ``read_text`` of a missing file, an
+    agent's JSON value). A Responses API response (a dict with ``output``) is the author's mistake,
+    and raises: it is never text, and reading it as no answer scored every sample 0 in silence."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, dict) and "output" in text:
+        raise TypeError(f"{helper}(): got a Responses API response, not its text: pass final_text(response)")
+    return None
+
+
 def _closing_brace(text: str, start: int) -> int:
     """Index of the brace closing the one opened just before ``start``; -1 when unbalanced."""
     depth, index = 1, start
@@ -81,7 +92,8 @@ def extract_boxed(text: Any) -> Optional[str]:
     ``\\boxed{\\boxed{5}}`` gives ``"5"`` (``\\boxed{a \\boxed{b}}`` stays whole). ``None`` when
     there is no box, when the last one is empty (at any depth), or when it never closes.
     """
-    if not isinstance(text, str):
+    text = _text_or_none(text, "extract_boxed")
+    if text is None:
         return None
     found: Optional[str] = None
     position, box = 0, _PATTERNS.box
@@ -134,7 +146,8 @@ def extract_answer(text: Any) -> Optional[str]:
     next non-empty line when that is empty; wrapping ``$…$`` and one trailing ``.`` are removed.
     ``None`` when there is no label or it has no payload.
     """
-    if not isinstance(text, str):
+    text = _text_or_none(text, "extract_answer")
+    if text is None:
         return None
     labels = list(_PATTERNS.label.finditer(text))
     if not labels:
@@ -155,7 +168,8 @@ def extract_tag(text: Any, tag: str = "answer") -> Optional[str]:
     """The stripped content of the last ``<tag>…</tag>`` (case-sensitive); ``None`` when absent or empty."""
     if not isinstance(tag, str) or not tag or any(char in "<>/" or char.isspace() for char in tag):
         raise ValueError(f"extract_tag(): tag must be a plain tag name such as 'answer', got {tag!r}")
-    if not isinstance(text, str):
+    text = _text_or_none(text, "extract_tag")
+    if text is None:
         return None
     opening, closing = f"<{tag}>", f"</{tag}>"
     end = text.rfind(closing)
