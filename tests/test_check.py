@@ -162,6 +162,18 @@ def test_a_verify_that_reads_task_data_the_task_lacks_is_a_warning(tmp_path):
     assert check(tmp_path / "unread") == []
 
 
+def test_a_dockerfile_beside_a_docker_image_is_a_warning(tmp_path):
+    """Harbor runs [environment].docker_image and ignores environment/Dockerfile: files it would COPY never arrive."""
+    task = _task(
+        tmp_path / "t", '[environment]\ndocker_image = "python:3.12-slim"\n', **{"environment/Dockerfile": "FROM x\n"}
+    )
+    findings = check(task)
+    assert [(f.severity, f.path) for f in findings] == [(WARNING, str(task / "environment" / "Dockerfile"))], findings
+    assert "is never built: [environment].docker_image 'python:3.12-slim' is set" in findings[0].message
+    (task / "task.toml").write_text("")
+    assert check(task) == []
+
+
 def test_newer_syntax_is_a_warning(tmp_path):
     source = "def verify(task_data):\n    match task_data:\n        case _:\n            return 1\n"
     findings = check(_task(tmp_path / "t", verifier=source))

@@ -377,6 +377,13 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         if not task.task_data and not (task.path / "task_data.json").exists() and _declares(path, "task_data"):
             message = f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
+    dockerfile = task.path / "environment" / "Dockerfile"
+    if task.environment.docker_image and dockerfile.is_file():
+        message = (
+            f"is never built: [environment].docker_image {task.environment.docker_image!r} is set, and Harbor "
+            "(as --sandbox docker) then runs that image; remove one of the two"
+        )
+        findings.append(Finding(WARNING, str(dockerfile), "", message))
     return findings + _shadowed(task.path, [step.name for step in task.steps])
 
 
