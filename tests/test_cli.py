@@ -50,7 +50,7 @@ def test_a_failed_verifier_shows_its_output(tmp_path):
     assert "test-stdout.txt" not in result.stdout  # a score of 0 is not a failure of the verifier
     result = gym("verify", "examples/numeric-response")
     assert result.returncode == 0
-    assert "failure: harbor:missing_reward" in result.stdout
+    assert "failure: harbor:missing_reward: the verifier wrote no reward (" in result.stdout  # one level of brackets
     assert "--- test-stdout.txt ---" in result.stdout and "verify requires `response`" in result.stdout
 
 
@@ -371,8 +371,8 @@ def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tm
     assert main(["verify", str(dataset / "built")]) == 0
     said = capsys.readouterr()
     assert said.out.startswith("reward 1 ") and said.err == (
-        "gym-harbor: note: the local sandbox runs this machine's tools and Python, not environment/Dockerfile; "
-        "--sandbox docker grades in the task's image\n"
+        "gym-harbor: note: the local sandbox runs this machine's tools and Python, not environment/Dockerfile, "
+        "and without the files the image would hold; --sandbox docker grades in the task's image\n"
     )
     assert main(["verify", str(dataset / "plain")]) == 0
     assert capsys.readouterr().err == ""
@@ -380,5 +380,6 @@ def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tm
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
     assert notes == [
         "note: the local sandbox runs this machine's tools and Python, not [environment].docker_image or "
-        "environment/Dockerfile (2 task(s): built, pulled); --sandbox docker grades in the task's image"
+        "environment/Dockerfile (2 task(s): built, pulled), and without the files the image would hold; "
+        "--sandbox docker grades in the task's image"
     ]

@@ -307,8 +307,8 @@ def _local_note(missing: List[str], tasks: Sequence[str] = ()) -> str:
     """One sentence: what the local sandbox ran without (``for_task.local_stand_ins``)."""
     which = f" ({len(tasks)} task(s): {', '.join(tasks[:5])}{' and more' if len(tasks) > 5 else ''})" if tasks else ""
     return (
-        f"the local sandbox runs this machine's tools and Python, not {' or '.join(missing)}{which}; "
-        "--sandbox docker grades in the task's image"
+        f"the local sandbox runs this machine's tools and Python, not {' or '.join(missing)}{which}, and "
+        "without the files the image would hold; --sandbox docker grades in the task's image"
     )
 
 
@@ -346,7 +346,7 @@ def _print_human(outcome: VerificationOutcome, label: str, verbose: bool = False
     if outcome.metrics:
         print("metrics: " + ", ".join(f"{key}={value:g}" for key, value in outcome.metrics.items()))
     if outcome.failure_kind:
-        print(f"failure: {outcome.failure_kind} ({outcome.detail})")
+        print(f"failure: {outcome.failure_kind}: {outcome.detail}")
     if outcome.failure_kind or outcome.masked or verbose:
         print("--- test-stdout.txt ---")
         print(outcome.stdout.rstrip("\n") or "(empty)")
