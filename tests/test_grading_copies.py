@@ -198,3 +198,22 @@ def test_no_root_shell_of_grading_reads_a_here_string():
     for name, text in (("_grading.sh", DEFINITIONS), ("test.sh", shim.read_text())):
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
         assert "<<" not in code, name
+
+
+def test_kill_strays_leaves_the_ancestors_of_grading_running(tmp_path):
+    """Red team 40: every other process stays stopped until finish has read /logs/verifier, but a
+    provider's exec daemon that is grading's ancestor carries the exec's output and status, and must
+    not stop with them. In a PID namespace of its own (kill -1 reaches all of it): init, then the
+    ancestor, then grading's shell, beside a stray that must stay stopped."""
+    needs_root()
+    script = (
+        f"{DEFINITIONS}\nsleep 30 & stray=$!\nstarted=999999999999\nkill_strays\n"
+        'IFS= read -r line < /proc/$PPID/stat; set -- ${line##*) }; echo "ancestor $1"\n'
+        'IFS= read -r line < /proc/$stray/stat; set -- ${line##*) }; echo "stray $1"\n'
+    )
+    ancestor = 'bash --norc -p -c "$GRADING"; :'
+    ran = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "bash", "--norc", "-c", f"bash --norc -c '{ancestor}'; :"],
+        env={"PATH": "/usr/bin:/bin", "GRADING": script}, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert ran.stdout.split("\n")[:2] == ["ancestor S", "stray T"], ran

@@ -247,9 +247,10 @@ kill_strays() {
   # rewrite anything afterwards. `kill -STOP -1` stops every process but PID 1 and this shell in one
   # pass of the kernel's process list (nothing forks past it), so one scan finds them all; the
   # others (the agent's own, which shared mode keeps running) go on after finish's copies (thaw).
-  local keep=" 1 $$ " pid=$$ dir line
+  local keep=" 1 $$ " pid=$$ dir line ancestors=()
   while [ -n "$pid" ] && [ "$pid" != 0 ]; do  # and this shell's ancestors (a local sandbox's init)
     keep="$keep$pid "
+    [ "$pid" = $$ ] || [ "$pid" = 1 ] || ancestors+=("$pid")
     IFS= read -r line < "/proc/$pid/stat" 2>/dev/null || break
     set -- ${line##*) }
     pid=$2
@@ -260,6 +261,8 @@ kill_strays() {
   for round in 1 2 3 4 5; do
     killed=0
     kill -STOP -1 2>/dev/null
+    # Not the ancestors: a provider's exec daemon carries this exec's output and status.
+    [ "${#ancestors[@]}" = 0 ] || kill -CONT "${ancestors[@]}" 2>/dev/null
     for dir in /proc/[0-9]*; do
       pid=${dir#/proc/}
       case "$keep" in *" $pid "*) continue ;; esac
@@ -278,6 +281,7 @@ kill_strays() {
     kill -CONT -1 2>/dev/null
   done
   kill -STOP -1 2>/dev/null
+  [ "${#ancestors[@]}" = 0 ] || kill -CONT "${ancestors[@]}" 2>/dev/null
 }
 
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
