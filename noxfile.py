@@ -36,11 +36,17 @@ def _put_pyenv_builds_on_path() -> None:
 _put_pyenv_builds_on_path()
 
 
+# The one session that also runs the tests marked `once`: each of them runs all six Pythons itself,
+# or repeats host-side verifications dozens of times, so six sessions of them cost CI five minutes.
+ONCE = "3.12"
+
+
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The suite, against a real (non-editable) install: the wheel, not the checkout, is tested."""
     session.install(".[test]")
-    session.run("pytest", "-m", "not docker and not harbor and not nemo_gym", *session.posargs)
+    marks = "not docker and not harbor and not nemo_gym" + ("" if session.python == ONCE else " and not once")
+    session.run("pytest", "-m", marks, *session.posargs)
 
 
 @nox.session(python="3.12")

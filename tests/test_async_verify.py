@@ -421,6 +421,7 @@ def test_an_exception_reads_as_a_sync_verifys(run_shim, body, message, asyncio_a
     _probe(run)
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("version", ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"])
 def test_every_python(run_shim, tmp_path: Path, version):
     python = make_bin(tmp_path / f"python-{version}", python3=str(pyenv_python(version)))

@@ -490,6 +490,7 @@ def reported_task(tmp_path_factory) -> Path:
     return task(tmp_path_factory.mktemp("reported"), REPORTED)
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("hostile", [Hostile, HostilePipe])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(position=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
@@ -508,6 +509,7 @@ def test_a_flipped_byte_in_the_results_masks_or_changes_nothing(reported_task, t
     ) == honest, outcome
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("hostile", [Hostile, HostilePipe])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fraction=st.floats(0, 1, exclude_max=True))
