@@ -109,7 +109,12 @@ def test_values_that_look_like_templates_but_are_not(tmp_path, value, severity, 
 
 def test_a_verify_the_runner_cannot_call(tmp_path):
     cases = {
-        "no-verify": ("def grade(workspace):\n    return 1\n", "defines no `verify`"),
+        "no-verify": (
+            "def grade(workspace):\n    return 1\n",
+            "defines no `verify` at the top level: the runner calls",
+        ),
+        "misnamed": ("def Verify(workspace):\n    return 1\n", "did you mean to name `Verify` verify?"),
+        "misspelt": ("async def verfy(workspace):\n    return 1\n", "did you mean to name `verfy` verify?"),
         "unknown-argument": ("def verify(workspace, grader):\n    return 1\n", "declares `grader`"),
         "keyword-only": ("def verify(*, rubric):\n    return 1\n", "declares `rubric`"),
         "syntax": ("def verify(:\n", "is not valid Python"),
@@ -118,6 +123,7 @@ def test_a_verify_the_runner_cannot_call(tmp_path):
         findings = check(_task(tmp_path / name, verifier=source))
         assert [finding.severity for finding in findings] == [ERROR], (name, findings)
         assert says in findings[0].message, (name, findings)
+        assert name in ("misnamed", "misspelt") or "did you mean" not in findings[0].message, findings
     # What the runner can call raises nothing: defaults, **kwargs, response, a partial.
     fine = [
         "def verify(workspace, grader=None):\n    return 1\n",

@@ -227,6 +227,10 @@ def _verify_definition(tree: ast.Module) -> Optional[ast.AST]:
     return definition
 
 
+def _top_level_functions(tree: ast.Module) -> List[str]:
+    return [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
 def _declares(path: Path, name: str) -> bool:
     """Whether the ``def verify`` of the ``verifier.py`` at ``path`` names the argument ``name``."""
     try:
@@ -244,6 +248,9 @@ def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
     definition = _verify_definition(tree)
     if definition is None:
         message = "defines no `verify` at the top level: the runner calls verify(workspace, task_data, ...)"
+        near = difflib.get_close_matches("verify", _top_level_functions(tree), n=1, cutoff=0.6)
+        if near:
+            message += f"; did you mean to name `{near[0]}` verify?"
         return [Finding(ERROR, where, "verify", message)]
     if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []  # a partial, a class, an import: the runner finds its signature at run time
