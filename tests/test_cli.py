@@ -34,6 +34,12 @@ def test_verify_with_a_response_file_json_or_text(tmp_path):
     (tmp_path / "answer.md").write_text("The total is\n\n**Answer:** 4.2\n")
     result = gym("verify", "examples/numeric-response", "--response", str(tmp_path / "answer.md"))
     assert result.stdout.startswith("reward 1 ")
+    unread = f"gym-harbor: note: verify declares no `response`, so {tmp_path / 'answer.md'} was not read\n"
+    assert "declares no `response`" not in result.stderr  # numeric-response's verify reads it
+    # A verify that never gets a response: the file given is said to be unread, and the run goes on.
+    result = gym("verify", "examples/answer-file", "--response", str(tmp_path / "answer.md"))
+    assert result.stdout.startswith("reward 1 ")
+    assert result.stderr.endswith(unread), result.stderr
 
 
 def test_json_output_is_one_object_on_the_last_line():

@@ -233,15 +233,26 @@ def _top_level_functions(tree: ast.Module) -> List[str]:
 
 def _declares(path: Path, name: str) -> bool:
     """Whether the ``def verify`` of the ``verifier.py`` at ``path`` names the argument ``name``."""
+    arguments = _verify_arguments(path)
+    if arguments is None:
+        return False
+    declared = [*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs]
+    return any(item.arg == name for item in declared)
+
+
+def never_reads(path: Path, name: str) -> bool:
+    """Whether the ``verify`` of the ``verifier.py`` at ``path`` is certain never to get the argument
+    ``name``: a ``def`` that neither declares it nor takes ``**kwargs`` (anything else may)."""
+    arguments = _verify_arguments(path)
+    return arguments is not None and arguments.kwarg is None and not _declares(path, name)
+
+
+def _verify_arguments(path: Path) -> Optional[ast.arguments]:
     try:
         definition = _verify_definition(ast.parse(path.read_bytes()))
     except (OSError, SyntaxError, ValueError):
-        return False
-    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    arguments = definition.args
-    declared = [*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs]
-    return any(item.arg == name for item in declared)
+        return None
+    return definition.args if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:

@@ -300,7 +300,18 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     # Said once the run graded, so a refusal stays the one line it is.
     if args.sandbox == "local" and local_stand_ins(task):
         print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
+    if args.response and _never_reads(task, args.step, "response"):
+        print(f"{PROG}: note: verify declares no `response`, so {args.response} was not read", file=sys.stderr)
     return outcome
+
+
+def _never_reads(task: Any, step: Optional[str], name: str) -> bool:
+    """Whether the Python verifier a run of ``task`` chooses certainly never gets ``name``."""
+    from nemo_gym.data.tasks.harbor.check import never_reads
+    from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier
+
+    choice = task_verifier(task, step)
+    return choice.kind == PYTHON and choice.verifier_path is not None and never_reads(choice.verifier_path, name)
 
 
 def _local_note(missing: List[str], tasks: Sequence[str] = ()) -> str:
