@@ -152,6 +152,12 @@ DEEP = "[" * 5000 + "]" * 5000
         ("--response", "r.json", b'{"output": ' + DEEP.encode() + b"}", "not valid JSON (nested more than 100 levels"),
         ("--response", "r.json", b'{"output": NaN}', "not valid JSON (NaN is not a JSON number)"),
         ("--response", "r.json", b"[1]", "must hold a JSON object"),
+        (
+            "--response",
+            "r.json",
+            b'{"output_text": "42"}',
+            "a JSON object without `output` is no Responses API response",
+        ),
         ("--response", "r.json", b"\xff{}", "not UTF-8 text"),
         ("--response", "r.txt", b"answer \xff", "not UTF-8 text"),
         ("--task-data", "d.json", b'{"a": ' + DEEP.encode() + b"}", "cannot read --task-data (nested more than 100"),

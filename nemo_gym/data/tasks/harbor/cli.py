@@ -226,6 +226,11 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
         raise CommandError(f"--response {path}: not valid JSON ({error})") from None
     if not isinstance(value, dict):
         raise CommandError(f"--response {path}: must hold a JSON object (a Responses API response)")
+    if "output" not in value:  # such as the client's {"output_text": ...}: final_text would read ""
+        raise CommandError(
+            f"--response {path}: a JSON object without `output` is no Responses API response "
+            "(a file with another suffix is read as the answer's text)"
+        )
     return value
 
 
