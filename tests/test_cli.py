@@ -42,6 +42,16 @@ def test_verify_with_a_response_file_json_or_text(tmp_path):
     assert result.stderr.endswith(unread), result.stderr
 
 
+def test_a_task_folder_given_as_the_workspace_is_noted():
+    result = gym("verify", "examples/answer-file", "--workspace", "examples/answer-file")
+    assert result.stdout.startswith("reward 0 ")  # graded all the same: no answer.txt there
+    assert result.stderr.endswith(
+        "gym-harbor: note: --workspace examples/answer-file holds a task.toml: it was graded as the agent's "
+        "working directory (a task's own sample is its workspace/ folder, the default)\n"
+    ), result.stderr
+    assert "holds a task.toml" not in gym("verify", "examples/answer-file").stderr
+
+
 def test_json_output_is_one_object_on_the_last_line():
     result = gym("verify", "examples/async-metrics", "--json")
     outcome = json.loads(result.stdout.splitlines()[-1])

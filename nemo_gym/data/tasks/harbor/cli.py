@@ -305,6 +305,12 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     # Said once the run graded, so a refusal stays the one line it is.
     if args.sandbox == "local" and local_stand_ins(task):
         print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
+    if args.workspace is not None and (args.workspace / "task.toml").is_file():
+        print(
+            f"{PROG}: note: --workspace {args.workspace} holds a task.toml: it was graded as the agent's "
+            "working directory (a task's own sample is its workspace/ folder, the default)",
+            file=sys.stderr,
+        )
     if args.response and _never_reads(task, args.step, "response"):
         print(f"{PROG}: note: verify declares no `response`, so {args.response} was not read", file=sys.stderr)
     return outcome
