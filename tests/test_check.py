@@ -180,6 +180,24 @@ def test_a_dockerfile_beside_a_docker_image_is_a_warning(tmp_path):
     assert check(task) == []
 
 
+def test_a_task_without_an_oracle_is_a_warning(tmp_path):
+    """dataset validate runs each task's oracle; check says which have none before it runs."""
+    task = _task(tmp_path / "t")
+    assert check(task) == []
+    (task / "solution" / "solve.sh").rename(task / "solution" / "solve")
+    findings = check(task)
+    assert [(f.severity, f.path) for f in findings] == [(WARNING, str(task / "solution"))], findings
+    assert (
+        findings[0].message
+        == "holds neither answer.md nor solve.sh: dataset validate has no oracle to run for the task"
+    )
+    (task / "solution" / "solve").unlink()
+    (task / "solution").rmdir()
+    findings = check(task)
+    assert [(f.severity, f.path) for f in findings] == [(WARNING, str(task))], findings
+    assert findings[0].message.startswith("has no solution/ folder")
+
+
 def test_newer_syntax_is_a_warning(tmp_path):
     source = "def verify(task_data):\n    match task_data:\n        case _:\n            return 1\n"
     findings = check(_task(tmp_path / "t", verifier=source))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
-from nemo_gym.data.tasks.harbor.task import TaskError, load_dataset, load_task, no_task_reason, read_toml
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, load_task, no_task_reason, read_toml
 
 ERROR, WARNING = "error", "warning"
 # The key of a finding that only says a task cannot be published for Harbor.
@@ -395,6 +395,7 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         if not task.task_data and not (task.path / "task_data.json").exists() and _declares(path, "task_data"):
             message = f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
+    findings += _oracle_findings(task)
     dockerfile = task.path / "environment" / "Dockerfile"
     if task.environment.docker_image and dockerfile.is_file():
         message = (
@@ -403,6 +404,28 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         )
         findings.append(Finding(WARNING, str(dockerfile), "", message))
     return findings + _shadowed(task.path, [step.name for step in task.steps])
+
+
+def _oracle_findings(task: Task) -> List[Finding]:
+    """A task (or step) whose oracle ``dataset validate`` cannot run: no ``solution/`` folder, or one
+    with neither ``answer.md`` nor ``solve.sh``. A row's ``solution`` field is its oracle."""
+    if task.path == task.dataset_root:
+        return []
+    findings: List[Finding] = []
+    steps: List[Optional[str]] = [item.name for item in task.steps] or [None]
+    for step in steps:
+        own = task.path / "steps" / str(step) / "solution"
+        folder = own if step is not None and own.is_dir() else task.path / "solution"
+        if not folder.is_dir():
+            where, says = str(task.path), "has no solution/ folder"
+        elif not (folder / "answer.md").is_file() and not (folder / "solve.sh").is_file():
+            where, says = str(folder), "holds neither answer.md nor solve.sh"
+        else:
+            continue
+        whose = f"step {step!r}" if step is not None else "the task"
+        message = f"{says}: dataset validate has no oracle to run for {whose}"
+        findings.append(Finding(WARNING, where, "", message))
+    return findings
 
 
 def _shadowed(task_dir: Path, steps: Sequence[str]) -> List[Finding]:
