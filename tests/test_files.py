@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -147,6 +148,19 @@ def test_a_huge_sparse_file_costs_no_memory(workspace):
     assert int(result.stdout) < 200 * 1024, f"peak memory {int(result.stdout)} KiB"
 
 
+def _kernel_read(path: Path) -> str:
+    """``path.read_text()``, asked again on ELOOP: a lookup the kernel retries (its lock-free walk
+    disturbed by other writes to the file system, as a busy CI machine has) counted the links of both
+    attempts, and refused the 40th link once (seen in CI, on 3.8)."""
+    for _ in range(4):
+        try:
+            return path.read_text()
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+    return path.read_text()
+
+
 @pytest.mark.parametrize("links, readable", [(1, True), (40, True), (41, False), (1200, False)])
 def test_a_chain_of_links_reads_as_far_as_the_kernel_follows_one(tmp_path, links, readable):
     # Red team 32: a chain of a thousand links made os.path.realpath (recursive before 3.13) raise
@@ -161,7 +175,7 @@ def test_a_chain_of_links_reads_as_far_as_the_kernel_follows_one(tmp_path, links
     assert file_exists(tmp_path, "answer.txt") is readable
     assert text_file_equals(tmp_path, "answer.txt", "42") is readable
     if readable:  # what the kernel says
-        assert (tmp_path / "answer.txt").read_text() == "42\n"
+        assert _kernel_read(tmp_path / "answer.txt") == "42\n"
     else:
         with pytest.raises(OSError):
             (tmp_path / "answer.txt").read_text()
