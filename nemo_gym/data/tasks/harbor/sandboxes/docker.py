@@ -188,6 +188,8 @@ class DockerSandbox:
     working directory, else the image's ``WORKDIR``, else ``DEFAULT_WORKDIR``. ``mounts`` copies more
     host folders in (``{sandbox_path: host_folder}``: the agent's state beyond the workspace);
     ``volumes`` are extra bind mounts (``{host_path: {"bind": path, "mode": "ro"}}``, the SDK's shape).
+    A command that names no user runs as the image's ``USER`` (``default_user``); the container itself
+    runs as root unless the image's own ENTRYPOINT or HEALTHCHECK runs (``_run_options`` says why).
 
     Options, all off by default but the pids limit:
     - ``record``: the image's ``ImageRecord``. With a non-empty ENTRYPOINT, the container runs it
