@@ -238,10 +238,10 @@ def test_a_container_runs_as_root_unless_its_images_own_entrypoint_runs_as_its_u
     """Red team 40: Docker gives a non-root container's execs no capabilities, and under
     no-new-privileges ``exec -u root`` cannot gain them (grading's handover failed)."""
     from nemo_gym.data.tasks.harbor.image_build import ImageRecord
-    from nemo_gym.data.tasks.harbor.sandboxes.docker import _is_root
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import _default_user
 
     record = ImageRecord("image", ["/entry"], None, None, user, "", {}) if entrypoint else None
     sandbox = DockerSandbox("image", client=object(), record=record)
-    sandbox.default_user = None if _is_root(user) else user  # as start sets it from the image
+    sandbox.default_user = _default_user(user)  # as start sets it from the image
     options = sandbox._run_options({}, None)
     assert (options.get("user"), options["security_opt"]) == expected

@@ -255,14 +255,18 @@ kill_strays() {
     set -- ${line##*) }
     pid=$2
   done
+  # Every process but PID 1, this shell and its ancestors: a provider's exec daemon carries this
+  # exec's output and status.
+  stop_others() {
+    kill -STOP -1 2>/dev/null
+    [ "${#ancestors[@]}" = 0 ] || kill -CONT "${ancestors[@]}" 2>/dev/null
+  }
   # Again until a pass finds nothing alive to kill: should anything slip past one pass (a fork the
   # kernel finished as the stop went out), the next stops it; five passes at most.
   local round killed
   for round in 1 2 3 4 5; do
     killed=0
-    kill -STOP -1 2>/dev/null
-    # Not the ancestors: a provider's exec daemon carries this exec's output and status.
-    [ "${#ancestors[@]}" = 0 ] || kill -CONT "${ancestors[@]}" 2>/dev/null
+    stop_others
     for dir in /proc/[0-9]*; do
       pid=${dir#/proc/}
       case "$keep" in *" $pid "*) continue ;; esac
@@ -280,8 +284,7 @@ kill_strays() {
     [ "$killed" = 0 ] && return 0  # the rest stay stopped until finish has read $LOGS (thaw)
     kill -CONT -1 2>/dev/null
   done
-  kill -STOP -1 2>/dev/null
-  [ "${#ancestors[@]}" = 0 ] || kill -CONT "${ancestors[@]}" 2>/dev/null
+  stop_others
 }
 
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
@@ -299,7 +302,7 @@ split_lines() {
 # folders deep), up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
 # into "$OUT/files"; what does not fit is counted in "skipped" (the meta file says so).
 copy_outputs() {
-  local entry name size candidates=() sizes=() total=0 count=0 folder folders input index=0
+  local entry name size candidates=() listed sizes=() total=0 count=0 folder folders input index=0
   skipped=0
   shopt -s globstar
   for entry in "$LOGS"/**; do
@@ -317,8 +320,8 @@ copy_outputs() {
   done
   shopt -u globstar
   [ "${#candidates[@]}" = 0 ] && return 0
-  size=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
-  split_lines sizes "$size"
+  listed=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
+  split_lines sizes "$listed"
   for name in "${candidates[@]}"; do
     size=${sizes[index]-}
     index=$((index + 1))

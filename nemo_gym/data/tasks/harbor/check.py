@@ -234,17 +234,18 @@ def _top_level_functions(tree: ast.Module) -> List[str]:
 def _declares(path: Path, name: str) -> bool:
     """Whether the ``def verify`` of the ``verifier.py`` at ``path`` names the argument ``name``."""
     arguments = _verify_arguments(path)
-    if arguments is None:
-        return False
-    declared = [*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs]
-    return any(item.arg == name for item in declared)
+    return arguments is not None and name in _names(arguments)
 
 
 def never_reads(path: Path, name: str) -> bool:
     """Whether the ``verify`` of the ``verifier.py`` at ``path`` is certain never to get the argument
     ``name``: a ``def`` that neither declares it nor takes ``**kwargs`` (anything else may)."""
     arguments = _verify_arguments(path)
-    return arguments is not None and arguments.kwarg is None and not _declares(path, name)
+    return arguments is not None and arguments.kwarg is None and name not in _names(arguments)
+
+
+def _names(arguments: ast.arguments) -> List[str]:
+    return [item.arg for item in (*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs)]
 
 
 def _verify_arguments(path: Path) -> Optional[ast.arguments]:
@@ -409,14 +410,15 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
 def _oracle_findings(task: Task) -> List[Finding]:
     """A task (or step) whose oracle ``dataset validate`` cannot run: no ``solution/`` folder, or one
     with neither ``answer.md`` nor ``solve.sh``. A row's ``solution`` field is its oracle."""
+    from nemo_gym.data.tasks.harbor.validation import solution_dir  # it imports much more than check needs
+
     if task.path == task.dataset_root:
         return []
     findings: List[Finding] = []
     steps: List[Optional[str]] = [item.name for item in task.steps] or [None]
     for step in steps:
-        own = task.path / "steps" / str(step) / "solution"
-        folder = own if step is not None and own.is_dir() else task.path / "solution"
-        if not folder.is_dir():
+        folder = solution_dir(task, step)
+        if folder is None:
             where, says = str(task.path), "has no solution/ folder"
         elif not (folder / "answer.md").is_file() and not (folder / "solve.sh").is_file():
             where, says = str(folder), "holds neither answer.md nor solve.sh"

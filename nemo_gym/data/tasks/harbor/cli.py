@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar
 
 if TYPE_CHECKING:
+    from nemo_gym.data.tasks.harbor.task import Task
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
 
 T = TypeVar("T")
@@ -316,7 +317,7 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return outcome
 
 
-def _never_reads(task: Any, step: Optional[str], name: str) -> bool:
+def _never_reads(task: Task, step: Optional[str], name: str) -> bool:
     """Whether the Python verifier a run of ``task`` chooses certainly never gets ``name``."""
     from nemo_gym.data.tasks.harbor.check import never_reads
     from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier

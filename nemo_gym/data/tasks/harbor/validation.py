@@ -99,7 +99,8 @@ class TaskResult:
         return notes
 
 
-def _solution_dir(task: Task, step: Optional[str]) -> Optional[Path]:
+def solution_dir(task: Task, step: Optional[str]) -> Optional[Path]:
+    """The oracle's folder: the step's ``solution/``, else the task's; ``None`` when neither is there."""
     if step is not None and (task.path / "steps" / step / "solution").is_dir():
         return task.path / "steps" / step / "solution"
     folder = task.path / "solution"
@@ -164,7 +165,7 @@ async def _setup(task: Task, folder: Path, sandbox: Sandbox, user: Optional[User
 
 async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> OracleRun:
     """Runs the oracle of the task (or of one step), as Harbor's oracle agent does."""
-    folder = _solution_dir(task, step)
+    folder = solution_dir(task, step)
     row_answer = task.task_data.get("solution") if task.path == task.dataset_root else None
     if folder is None and not isinstance(row_answer, str):
         raise TaskError(f"{task.path}: no solution/ folder: the oracle of {task.id!r} has nothing to run")
@@ -298,5 +299,6 @@ __all__ = [
     "TaskResult",
     "prepare_step",
     "run_oracle",
+    "solution_dir",
     "validate_task",
 ]

@@ -52,6 +52,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     Sandbox,
     SandboxError,
     User,
+    names_root,
     sandbox_option,
 )
 from nemo_gym.data.tasks.harbor.staging import (
@@ -515,7 +516,7 @@ class _Grading:
         # under the runner, which a root shell's pipe and signals are out of reach of: unless that user
         # is uid 0 with a group (root:agent, 0:1000), which the runner switches to all the same (red
         # team, round 21; a name that hides uid 0 is refused by the runner).
-        untouched = not self.by_admin or (steps.handover == HANDOVER_READ and not _names_root(self.verifier))
+        untouched = not self.by_admin or (steps.handover == HANDOVER_READ and not names_root(self.verifier))
         first = await self._exec(
             lambda: sandbox.exec_piped(
                 grading_command(steps),
@@ -612,12 +613,6 @@ class _Grading:
             ) from None
         except Exception as error:
             raise _Stopped(masked("sandbox_error", f"grading failed: {_describe(error)}")) from error
-
-
-def _names_root(user: Optional[User]) -> bool:
-    """Whether ``user`` (``name``, ``uid``, ``name:group``, ``uid:gid``) is uid 0 by its name."""
-    name = str(user).split(":", 1)[0]
-    return name == "root" or (name.isdigit() and int(name) == 0)
 
 
 def _check_exit(return_code: int, output: str) -> None:

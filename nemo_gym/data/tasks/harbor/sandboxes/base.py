@@ -152,6 +152,12 @@ def causes(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def names_root(user: Optional[User]) -> bool:
+    """Whether ``user`` (``name``, ``uid``, ``name:group``, ``uid:gid``) is uid 0 by its name."""
+    name = str(user).split(":", 1)[0]
+    return name == "root" or (name.isdigit() and int(name) == 0)
+
+
 def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
     return getattr(sandbox, name, default)
@@ -171,5 +177,6 @@ __all__ = [
     "SandboxError",
     "User",
     "causes",
+    "names_root",
     "sandbox_option",
 ]

@@ -34,6 +34,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
     causes,
+    names_root,
 )
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
@@ -167,9 +168,9 @@ def _single_file_tar(data: bytes, name: str) -> bytes:
     return buffer.getvalue()
 
 
-def _is_root(user: str) -> bool:
-    """Whether an image's ``USER`` is root (unset included), by name or uid, with a group or not."""
-    return user.split(":", 1)[0] in ("", "root", "0")
+def _default_user(image_user: str) -> Optional[str]:
+    """Who a command that names no user runs as: the image's ``USER``, ``None`` for root (or unset)."""
+    return None if not image_user or names_root(image_user) else image_user
 
 
 def _cpu_hints(cpus: Optional[float], image_env: Mapping[str, str]) -> Dict[str, str]:
@@ -290,7 +291,7 @@ class DockerSandbox:
                 self._client = await in_thread(docker.from_env)
             cpus = await self._cpu_limit()
             image_user, image_env = await self._image_config()
-            self.default_user = None if _is_root(image_user) else image_user
+            self.default_user = _default_user(image_user)
             environment = {**_cpu_hints(cpus, image_env), **self._env}
             options = self._run_options(environment, cpus)
             self._container = await in_thread(self._client.containers.run, self.image, **options)
