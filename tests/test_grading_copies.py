@@ -204,12 +204,15 @@ def test_kill_strays_leaves_the_ancestors_of_grading_running(tmp_path):
     """Red team 40: every other process stays stopped until finish has read /logs/verifier, but a
     provider's exec daemon that is grading's ancestor carries the exec's output and status, and must
     not stop with them. In a PID namespace of its own (kill -1 reaches all of it): init, then the
-    ancestor, then grading's shell, beside a stray that must stay stopped."""
+    ancestor, then grading's shell, beside a stray that must stay stopped (a stray with the stop
+    pending reads R until it is next scheduled, and runs none of its own code before it stops)."""
     needs_root()
     script = (
         f"{DEFINITIONS}\nsleep 30 & stray=$!\nstarted=999999999999\nkill_strays\n"
         'IFS= read -r line < /proc/$PPID/stat; set -- ${line##*) }; echo "ancestor $1"\n'
-        'IFS= read -r line < /proc/$stray/stat; set -- ${line##*) }; echo "stray $1"\n'
+        # A stop is delivered when the stray next runs: on a loaded machine it may read R a moment first.
+        'for _ in $(seq 100); do IFS= read -r line < /proc/$stray/stat; set -- ${line##*) }; [ "$1" = T ] && break; '
+        'sleep 0.05; done; echo "stray $1"\n'
     )
     ancestor = 'bash --norc -p -c "$GRADING"; :'
     ran = subprocess.run(
