@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from support import make_bin, pyenv_python
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 MISSING = "no reward written: the run scores 0 (harbor:missing_reward)"
 
 PROBE = """

@@ -22,6 +22,8 @@ from typing import Iterator, List, Tuple
 import pytest
 from test_attacks import needs_root, task, verify
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 AGENT = 65534
 STDLIB = Path(os.__file__).parent  # the running interpreter's: nox runs 3.8-3.13
 X_Y = STDLIB.name  # python3.X

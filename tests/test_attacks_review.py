@@ -19,6 +19,8 @@ from test_attacks import needs_root, task, verify
 
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, VERIFIER_TIMEOUT
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 NOBODY = '[verifier]\nuser = "nobody"\n'
 
 # Code that, once it runs inside the runner, sends a report of 1 through whatever the runner holds.

@@ -32,6 +32,8 @@ from nemo_gym.data.tasks.harbor.testing import (
 )
 from nemo_gym.verifiers import final_text
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 
 def _same_lines(real: str, ours: str) -> bool:
     """The same output, line for line: test.sh sends stderr into stdout's file, and how the two

@@ -19,6 +19,8 @@ from nemo_gym.data.tasks.harbor._resources import shim_dir
 from nemo_gym.data.tasks.harbor.bytecode import CACHE_TAGS, bytecode_dir, cache_name, compiled_names
 from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files, static_files, static_sources
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 REGENERATE = "regenerate it with `python -m nemo_gym.data.tasks.harbor.bytecode`"
 _CHECKED_HASH = 0b11  # PEP 552 flags: hash-based, checked against the source
 

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.verifiers import exact_match
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 CASES = [
     ("Paris", "Paris", {}, True),
     ("  Paris\n", "Paris", {}, True),  # both ends stripped

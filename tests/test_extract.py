@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.verifiers import extract_answer, extract_boxed, extract_tag
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 BOXED = [
     ("The answer is \\boxed{42}.", "42"),
     ("\\boxed{1} then \\boxed{2}", "2"),

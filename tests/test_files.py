@@ -13,6 +13,8 @@ import pytest
 
 from nemo_gym.verifiers.files import file_exists, read_text, text_file_equals
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.verifiers import final_text
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 
 def message(*parts, role="assistant", **extra):
     content = list(parts) if (parts and not isinstance(parts[0], str)) or not parts else parts[0]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from support import make_bin, pyenv_python
+
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
 
 VERIFIER = "import sys\ndef verify():\n    print('ran on', sys.version_info[:2])\n    return 1\n"
 THIS = f"ran on {tuple(sys.version_info[:2])}"

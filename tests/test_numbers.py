@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.verifiers import numeric_match, parse_number
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 PARSED = [
     ("5", Fraction(5)),
     ("-5", Fraction(-5)),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 RESPONSE = {"id": "resp_1", "output": [{"type": "message", "role": "assistant", "content": "42"}]}
 
 # (id, verifier source, task_data, response, expected reward.json content)

@@ -13,6 +13,10 @@ import gzip
 import json
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 CLEAN_START = "import atexit\natexit._clear()\n"
 # Prints TEARDOWN to the test's output as the interpreter tears down: an object only a module older
 # than the verifier (sys) holds, which teardown finalizes and the fast end does not.

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.data.tasks.harbor.bytecode import shim_dir
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 _SPEC = importlib.util.spec_from_file_location("_gym_runner_json_under_test", shim_dir() / "_gym_runner.py")
 assert _SPEC is not None and _SPEC.loader is not None
 RUNNER = importlib.util.module_from_spec(_SPEC)

@@ -20,6 +20,8 @@ import pytest
 import nemo_gym.verifiers
 from nemo_gym.data.tasks.harbor._resources import sdk_files
 
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
 # What the SDK must not import before a call needs it: each costs start-up time (re brings enum,
 # functools and collections; fractions brings decimal, numbers and math).
 HEAVY = (

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
 
 CHECK = r"""
 import sys

@@ -32,6 +32,9 @@ from nemo_gym.data.tasks.harbor.verification import (
     run_verification,
 )
 
+# The host's path end to end, and the shim on the Python that runs the tests: every Python (noxfile).
+pytestmark = pytest.mark.every_python
+
 RESPONSE = json.loads((EXAMPLES / "numeric-response" / "response.json").read_text())
 
 
@@ -276,6 +279,7 @@ def test_round_trips_do_not_grow_with_the_file_count(tmp_path, kind, wrapper, ex
     assert counts[0] == counts[1] == expected
 
 
+@pytest.mark.once
 def test_200_concurrent_verifications_each_get_their_own_reward(tmp_path, monkeypatch):
     marker = f"nemo-gym-leak-probe-{os.getpid()}"
     task = make_task(
