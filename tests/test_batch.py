@@ -292,4 +292,4 @@ def test_validate_fills_secrets_and_never_prints_them(tmp_path):
 
 def test_validate_refuses_a_jobs_below_one(tmp_path):
     ran = _validate(str(EXAMPLES), "--jobs", "0")
-    assert ran.returncode == 2 and "--jobs 0: give at least 1" in ran.stderr
+    assert ran.returncode == 2 and "gym-harbor dataset validate: error: --jobs 0: give at least 1" in ran.stderr

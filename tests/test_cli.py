@@ -94,6 +94,8 @@ def test_task_data_and_timeout_options(tmp_path):
 def test_usage_errors_exit_2(args: List[str], message):
     result = gym("verify", *args)
     assert result.returncode == 2 and message in result.stderr
+    # The usage shown is verify's, also for what is found wrong after parsing (a new author's walkthrough).
+    assert result.stderr.startswith("usage: gym-harbor verify ") and "gym-harbor verify: error: " in result.stderr
 
 
 def _bad_task(tmp_path: Path, toml: str) -> Path:
@@ -324,6 +326,27 @@ def test_publish_takes_the_base_image(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("published 1 task(s) for Harbor")
 
 
+def test_validate_takes_one_task_folder_with_its_datasets_settings(tmp_path):
+    """A new author's walkthrough (2026-12-04): ``dataset validate TASK`` was refused, and an author
+    with one task to check had to make a dataset of it. One task folder validates alone, with what
+    the folder holding it adds (here its ``verifier.py``, so the task's own ``tests/`` is empty)."""
+    dataset = tmp_path / "ds"
+    oracle = {"solution/solve.sh": "#!/bin/bash\necho 42 > answer.txt\n"}
+    write_files(
+        dataset,
+        {"verifier.py": "def verify(workspace):\n    return (workspace / 'answer.txt').read_text().strip() == '42'\n"},
+    )
+    for name in ("one", "two"):
+        write_files(dataset / name, {"task.toml": "", "instruction.md": "Write 42 to answer.txt.\n", **oracle})
+    (dataset / "two" / "solution" / "solve.sh").write_text("#!/bin/bash\necho 41 > answer.txt\n")
+    validated = gym("dataset", "validate", str(dataset / "one"), "--json")
+    assert validated.returncode == 0, validated
+    report = json.loads(validated.stdout)
+    assert [(task["task_id"], task["reward"]) for task in report["tasks"]] == [("one", 1.0)], report
+    validated = gym("dataset", "validate", str(dataset / "two"))
+    assert validated.returncode == 1 and "| two |" in validated.stdout and "| one |" not in validated.stdout, validated
+
+
 @pytest.mark.parametrize("given", ["empty", "task"])
 def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     # A new author's walkthrough (2026-12-02): validate, publish and check of a task folder, or of an
@@ -334,8 +357,9 @@ def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     if given == "task":
         write_files(folder, {"task.toml": "", "tests/verifier.py": "def verify():\n    return 1.0\n"})
     reason = "is a task folder, not a dataset" if given == "task" else "holds no task folder"
-    validated = gym("dataset", "validate", str(folder))
-    assert validated.returncode == 1 and reason in validated.stderr, validated
+    if given == "empty":  # validate takes one task folder (below)
+        validated = gym("dataset", "validate", str(folder))
+        assert validated.returncode == 1 and reason in validated.stderr, validated
     published = gym("dataset", "publish", "--harbor", str(folder), str(tmp_path / "out"))
     assert published.returncode == 1 and reason in published.stderr, published
     assert not (tmp_path / "out").exists()

@@ -188,7 +188,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the image a task without docker_image or environment/Dockerfile starts FROM (default python:3.12-slim)",
     )
     validate = dataset.add_parser("validate", help="run each task's oracle and check it scores full marks")
-    validate.add_argument("dataset", metavar="DATASET", type=Path, help="the dataset folder")
+    validate.add_argument(
+        "dataset",
+        metavar="DATASET",
+        type=Path,
+        help="the dataset folder, or one task folder (with its dataset's settings)",
+    )
     validate.add_argument(
         "--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)"
     )
@@ -203,6 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout (progress goes to stderr)"
     )
+    # A usage error found after parsing prints the usage of the command at fault, not the top-level one.
+    for command in (verify, validate):
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -383,7 +391,10 @@ def _init(args: argparse.Namespace) -> int:
     except FileExistsError as error:
         raise CommandError(str(error)) from None
     print(f"wrote a task of kind {args.kind} into {args.folder}: {', '.join(sorted(written))}")
-    print(f"next: {PROG} check {args.folder}; {PROG} verify {args.folder}; edit, then validate its dataset")
+    print(
+        f"next: {PROG} check {args.folder}; {PROG} verify {args.folder}; edit, then "
+        f"{PROG} dataset validate {args.folder} (its oracle)"
+    )
     return 0
 
 
@@ -442,16 +453,30 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         prepare_images,
         verifier_sandbox_opener,
     )
-    from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, no_task_reason, read_secrets
+    from nemo_gym.data.tasks.harbor.task import (
+        Task,
+        TaskError,
+        is_single_task,
+        load_dataset,
+        load_task,
+        no_task_reason,
+        read_secrets,
+    )
     from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
 
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: give at least 1")
     jobs = args.jobs or default_jobs()
     secrets = read_secrets(args.secrets) if args.secrets else None
-    dataset = load_dataset(args.dataset)
-    if not dataset.task_ids:
-        raise CommandError(no_task_reason(args.dataset))
+    load: Callable[[str], Task]
+    if is_single_task(args.dataset):  # one task, with what its dataset adds, as verify loads it
+        task_ids: List[str] = [Path(args.dataset).resolve().name]
+        load = lambda _: load_task(args.dataset)  # noqa: E731
+    else:
+        dataset = load_dataset(args.dataset)
+        if not dataset.task_ids:
+            raise CommandError(no_task_reason(args.dataset))
+        task_ids, load = list(dataset.task_ids), dataset.task
     open_sandbox = partial(open_task_sandbox, kind=args.sandbox, image=args.image, progress=_build_progress)
 
     def open_verifier(task: Any) -> Any:
@@ -468,9 +493,9 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     # Loading and image builds go one task at a time (a build shows its own progress); the
     # validations then run ``jobs`` at a time.
     loaded: Dict[str, Any] = {}
-    for task_id in dataset.task_ids:
+    for task_id in task_ids:
         try:
-            task: Task = dataset.task(task_id)
+            task = load(task_id)
             if args.sandbox == "docker":
                 await prepare_images(
                     task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress
@@ -495,7 +520,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             return TaskResult(task_id, error=str(error))
 
     report = ProgressReport(
-        len(dataset.task_ids),
+        len(task_ids),
         sys.stderr if args.json else sys.stdout,
         verdict=lambda result: (
             result.passed,
@@ -504,7 +529,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         ),
     )
     try:
-        results = await map_bounded(list(dataset.task_ids), validate, jobs=jobs, progress=report.update)
+        results = await map_bounded(task_ids, validate, jobs=jobs, progress=report.update)
     finally:
         report.close()
     failed = [result.task_id for result in results if not result.passed]
@@ -638,6 +663,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    parser = getattr(args, "command_parser", parser)
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
     from nemo_gym.data.tasks.harbor.staging import StagingError
     from nemo_gym.data.tasks.harbor.task import TaskError

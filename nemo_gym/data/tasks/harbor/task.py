@@ -706,6 +706,13 @@ def is_task_folder(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in ("task.toml", "tests", "task_data.json"))
 
 
+def is_single_task(path: Union[str, Path]) -> bool:
+    """Whether ``path``, given where a dataset is expected, is one task folder instead (``task.toml``,
+    and no ``rows.jsonl`` that would make it a dataset of rows): commands that take a dataset then
+    work on that task alone, with what the folder holding it adds."""
+    return (Path(path) / "task.toml").is_file() and not (Path(path) / ROWS_FILE).exists()
+
+
 def no_task_reason(root: Union[str, Path]) -> str:
     """Why ``root``, given where a dataset is expected, holds no task: one sentence naming it (a
     command that validates or publishes nothing must say so, not report success)."""
@@ -893,6 +900,7 @@ __all__ = [
     "env_table",
     "environment_config",
     "healthcheck_config",
+    "is_single_task",
     "is_task_folder",
     "load_dataset",
     "load_task",
