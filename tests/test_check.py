@@ -254,6 +254,23 @@ def test_the_command_prints_one_line_per_finding_and_exits_by_severity(tmp_path)
     assert report["findings"][0]["severity"] == "error" and report["findings"][0]["key"] == "verify(grader)"
 
 
+def test_paths_are_said_as_given(tmp_path):
+    """A new author's walkthrough (2026-12-04): ``check ds`` named some files ``ds/...`` and others by
+    their absolute path (loading a task resolves its folder). Every path, in the finding's place and
+    in its text, is now said as the folder was given."""
+    dataset = tmp_path / "ds"
+    _task(dataset / "a", '[verifier]\ntimeout_sec = "x"\n')
+    (_task(dataset / "b", verifier="def verify(task_data):\n    return 1\n") / "task_data.json").unlink()
+    for given, cwd in (("ds", tmp_path), (".", dataset)):
+        ran = subprocess.run([GYM, "check", given], capture_output=True, text=True, cwd=cwd)
+        lines = ran.stdout.splitlines()
+        assert ran.returncode == 1 and str(tmp_path) not in ran.stdout, ran.stdout
+        assert lines[0].startswith(f"{given}/a/task.toml: error: verifier.timeout_sec"), lines
+        assert f"{given}/b/tests/verifier.py: verify(task_data): warning:" in ran.stdout, lines
+        assert f"but {given}/b/task_data.json does not exist" in ran.stdout, lines
+    assert all(found.path.startswith(str(dataset)) for found in check(dataset))
+
+
 def test_validate_prints_the_findings_first_and_publish_refuses_on_errors(tmp_path):
     dataset = tmp_path / "ds"
     shutil.copytree(EXAMPLES / "answer-file", dataset / "answer-file")

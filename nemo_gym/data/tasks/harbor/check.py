@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import sysconfig
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -477,10 +477,23 @@ def is_dataset(path: Path) -> bool:
 
 def check(path: Path) -> List[Finding]:
     """The findings for a task folder or a dataset (its settings, every task, and what cannot be
-    published for Harbor), in the order of the files."""
+    published for Harbor), in the order of the files. Paths are said as ``path`` was given: a
+    relative one stays relative (loading a task resolves its folder)."""
+    path = Path(path)
+    resolved = str(path.resolve())
+    if str(path) == resolved:
+        return _check(path)
+
+    def as_given(text: str) -> str:
+        text = str(path) + text[len(resolved) :] if text == resolved or text.startswith(resolved + os.sep) else text
+        return text.replace(resolved + os.sep, str(path) + os.sep)
+
+    return [replace(found, path=as_given(found.path), message=as_given(found.message)) for found in _check(path)]
+
+
+def _check(path: Path) -> List[Finding]:
     from nemo_gym.data.tasks.harbor.publishing import publish_problems, task_publish_problems
 
-    path = Path(path)
     if not path.is_dir():
         return [Finding(ERROR, str(path), "", "is not a folder")]
     if not is_dataset(path):
