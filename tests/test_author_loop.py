@@ -4,6 +4,7 @@ and the host side's face: its ``__all__`` and the README's host-side example, ru
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,6 +63,50 @@ def test_a_datasets_test_verifier_files_run_together_as_the_readme_says(tmp_path
     assert (
         tested.returncode == 1 and "2 failed, 4 passed" in tested.stdout and "test_a_wrong_answer" in tested.stdout
     ), tested.stdout + tested.stderr
+
+
+# The README's "A task in steps", file for file.
+STEPS_TASK = {
+    "task.toml": '[environment]\nworkdir = "/workspace"\n\n[[steps]]\nname = "create"\n\n[[steps]]\nname = "extend"\n',
+    "instruction.md": "Configure the app, in two steps.\n",
+    "tests/ini_check.py": (
+        "import configparser\n\n\ndef load(workspace):\n    cp = configparser.ConfigParser()\n"
+        "    try:\n        if not cp.read(workspace / 'app.ini'):\n            return None\n"
+        "    except configparser.Error:\n        return None\n    return cp\n"
+    ),
+    "steps/create/instruction.md": "Write app.ini with [server] port = 8080.\n",
+    "steps/create/workdir/README.txt": "The app reads app.ini.\n",
+    "steps/create/tests/verifier.py": (
+        "from ini_check import load\n\n\ndef verify(workspace):\n    cp = load(workspace)\n"
+        "    return cp is not None and cp.get('server', 'port', fallback=None) == '8080'\n"
+    ),
+    "steps/create/solution/solve.sh": '#!/bin/bash\nprintf "[server]\\nport = 8080\\n" > app.ini\n',
+    "steps/extend/instruction.md": "Add [db] url = sqlite:///app.db; keep the server section.\n",
+    "steps/extend/tests/verifier.py": (
+        "from ini_check import load\n\n\ndef verify(workspace):\n    cp = load(workspace)\n"
+        "    if cp is None:\n        return {'reward': 0.0, 'kept_server': 0}\n"
+        "    kept = cp.get('server', 'port', fallback=None) == '8080'\n"
+        "    db = cp.get('db', 'url', fallback=None) == 'sqlite:///app.db'\n"
+        "    return {'reward': (kept + db) / 2, 'kept_server': int(kept)}\n"
+    ),
+    "steps/extend/solution/solve.sh": '#!/bin/bash\nprintf "\\n[db]\\nurl = sqlite:///app.db\\n" >> app.ini\n',
+}
+
+
+def test_the_readmes_task_in_steps_validates_and_verifies_as_it_says(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    for line in ("tests/ini_check.py", "steps/create/workdir/README.txt", "steps/extend/tests/verifier.py"):
+        assert f"  {line} " in readme, line
+    task = write_files(tmp_path / "config-steps", STEPS_TASK)
+    assert "gym-harbor dataset validate config-steps" in readme
+    validated = gym("dataset", "validate", str(task))
+    assert validated.returncode == 0 and "1 of 1 task(s) scored full marks" in validated.stdout, validated
+    # One step graded over a workspace where only the first step's work is done: the server kept, no db.
+    assert "gym-harbor verify --step extend config-steps --workspace DIR" in " ".join(readme.split())
+    workspace = write_files(tmp_path / "done-create", {"app.ini": "[server]\nport = 8080\n"})
+    verified = gym("verify", "--step", "extend", str(task), "--workspace", str(workspace), "--json")
+    outcome = json.loads(verified.stdout.splitlines()[-1])
+    assert (outcome["reward"], outcome["metrics"]) == (0.5, {"kept_server": 1}), verified
 
 
 def test_init_never_overwrites_and_refuses_an_unknown_kind(tmp_path):
