@@ -234,14 +234,23 @@ def test_a_container_gets_the_default_pids_limit_unless_told_otherwise(given, ex
         ("agent", True, (None, [])),  # its ENTRYPOINT runs as its USER: root's execs need their capabilities
     ],
 )
-def test_a_container_runs_as_root_unless_its_images_own_entrypoint_runs_as_its_user(user, entrypoint, expected):
+def test_a_container_runs_as_root_unless_its_images_own_entrypoint_runs_as_its_user(
+    user, entrypoint, expected, caplog, monkeypatch
+):
     """Red team 40: Docker gives a non-root container's execs no capabilities, and under
-    no-new-privileges ``exec -u root`` cannot gain them (grading's handover failed)."""
+    no-new-privileges ``exec -u root`` cannot gain them (grading's handover failed). A container left
+    the USER's has a keep-alive that user can kill (a mask): that is logged, once for the image."""
     from nemo_gym.data.tasks.harbor.image_build import ImageRecord
+    from nemo_gym.data.tasks.harbor.sandboxes import base
     from nemo_gym.data.tasks.harbor.sandboxes.docker import _default_user
 
+    monkeypatch.setattr(base, "_KEEP_ALIVE_WARNED", set())
     record = ImageRecord("image", ["/entry"], None, None, user, "", {}) if entrypoint else None
-    sandbox = DockerSandbox("image", client=object(), record=record)
-    sandbox.default_user = _default_user(user)  # as start sets it from the image
-    options = sandbox._run_options({}, None)
-    assert (options.get("user"), options["security_opt"]) == expected
+    for _ in range(2):
+        sandbox = DockerSandbox("image", client=object(), record=record)
+        sandbox.default_user = _default_user(user)  # as start sets it from the image
+        options = sandbox._run_options({}, None)
+        assert (options.get("user"), options["security_opt"]) == expected
+    warned = [record.getMessage() for record in caplog.records if "first process runs as" in record.getMessage()]
+    assert len(warned) == (1 if entrypoint else 0), warned
+    assert all(text.startswith("image: the sandbox's first process runs as agent, not root,") for text in warned)

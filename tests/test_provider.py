@@ -283,6 +283,36 @@ def test_the_probe_finds_the_working_directory_and_the_admin(tmp_path):
     assert listed.splitlines()[0] == "700", listed
 
 
+def test_a_keep_alive_that_runs_as_a_user_is_logged_once_per_image(tmp_path, caplog, monkeypatch):
+    """Red team 40 (F3): a provider whose image's USER is the agent's runs its keep-alive as that
+    user, whom the agent can kill to end the sandbox (a mask). Attach cannot change that; it says
+    so, once per image. The stand-in's first process is root's, so its probe is made to say 1000."""
+    from nemo_gym.data.tasks.harbor.sandboxes import base
+
+    class UserKeepAlive(LocalProvider):
+        async def exec(self, handle: Any, command: str, **options: Any) -> Any:
+            ran = await super().exec(handle, command, **options)
+            if "/proc/1/status" not in command:
+                return ran
+            lines = ran.stdout.split("\n")
+            lines[2:4] = ["1000", "agent"]
+            return SandboxExecResult(stdout="\n".join(lines), stderr=ran.stderr, return_code=ran.return_code)
+
+    monkeypatch.setattr(base, "_KEEP_ALIVE_WARNED", set())
+
+    async def run(provider: LocalProvider, image: str) -> Any:
+        async with open_provider_sandbox(provider, SandboxSpec(image=image, workdir="/app")) as sandbox:
+            return sandbox.default_user
+
+    workspace = EXAMPLES / "answer-file" / "workspace"
+    assert asyncio.run(run(LocalProvider(workspace, tmp_path / "root"), "plain:1")) is None
+    for number, image in enumerate(("user:1", "user:1", "other:1")):
+        assert asyncio.run(run(UserKeepAlive(workspace, tmp_path / f"scratch-{number}"), image)) == "agent"
+    warned = [record.getMessage() for record in caplog.records if "first process runs as" in record.getMessage()]
+    assert [text.split(":", 2)[:2] for text in warned] == [["user", "1"], ["other", "1"]], warned
+    assert "runs as agent, not root" in warned[0] and "[agent].user" in warned[0]
+
+
 def test_a_hung_provider_is_a_timeout_not_a_hang(tmp_path, monkeypatch):
     from nemo_gym.data.tasks.harbor.sandboxes import provider as module
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
 
@@ -158,6 +159,27 @@ def names_root(user: Optional[User]) -> bool:
     return name == "root" or (name.isdigit() and int(name) == 0)
 
 
+# Images already warned about (warn_killable_keep_alive): a server starts thousands of sandboxes of one.
+_KEEP_ALIVE_WARNED: Set[str] = set()
+
+
+def warn_killable_keep_alive(image: Optional[str], user: User) -> None:
+    """Logs, once per image, that a sandbox's first process runs as ``user``, not root: a process of
+    that user (the agent's, when it runs as that user) can kill it and end the sandbox, which masks
+    the sample (counted, never scored; README, the threat model). Nothing here can change whose it
+    is: the image's ``USER`` and its own ENTRYPOINT, or the provider, decide."""
+    key = image or ""
+    if key in _KEEP_ALIVE_WARNED:
+        return
+    _KEEP_ALIVE_WARNED.add(key)
+    logging.getLogger("nemo_gym.harbor").warning(
+        "%s: the sandbox's first process runs as %s, not root, and a process of that user can end the "
+        "sandbox and mask the sample; give the image a root USER and name the agent's user in [agent].user",
+        image or "a sandbox",
+        user,
+    )
+
+
 def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
     return getattr(sandbox, name, default)
@@ -179,4 +201,5 @@ __all__ = [
     "causes",
     "names_root",
     "sandbox_option",
+    "warn_killable_keep_alive",
 ]

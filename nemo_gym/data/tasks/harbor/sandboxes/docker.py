@@ -35,6 +35,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     User,
     causes,
     names_root,
+    warn_killable_keep_alive,
 )
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
 
@@ -336,6 +337,7 @@ class DockerSandbox:
             # agent's files, keeps the container the USER's, without no-new-privileges.
             if self.runs_entrypoint or self._healthcheck() is not None:
                 options["security_opt"] = []
+                warn_killable_keep_alive(self.image, self.default_user)
             else:
                 options["user"] = "0:0"
         if self._network_none:

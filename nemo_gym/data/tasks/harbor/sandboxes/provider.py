@@ -44,6 +44,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ExecTimeout,
     SandboxError,
     User,
+    warn_killable_keep_alive,
 )
 from nemo_gym.data.tasks.harbor.task import TaskError
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
@@ -314,6 +315,8 @@ async def _attach(
     path = environment.get("PATH") or first_path or None
     where = cwd if cwd and cwd != "/" else first_cwd
     image = getattr(spec, "image", None)
+    if uid == "0" and first_uid.isdigit() and first_uid != "0":  # the provider's keep-alive is a user's
+        warn_killable_keep_alive(image if isinstance(image, str) else None, _user(first_name, first_uid))
     return ProviderSandbox(
         provider,
         handle,
