@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_dataset, load_task, no_task_reason, read_toml
+from nemo_gym.data.tasks.harbor.task import (
+    Task,
+    TaskError,
+    is_single_task,
+    load_dataset,
+    load_task,
+    no_task_reason,
+    read_toml,
+)
 
 ERROR, WARNING = "error", "warning"
 # The key of a finding that only says a task cannot be published for Harbor.
@@ -470,11 +478,6 @@ def _error(error: TaskError, default: Path) -> Finding:
     return Finding(ERROR, str(default), "", text[len(prefix) :] if text.startswith(prefix) else text)
 
 
-def is_dataset(path: Path) -> bool:
-    """A dataset folder rather than a task: no task.toml of its own, or rows."""
-    return not (path / "task.toml").is_file() or (path / "rows.jsonl").is_file()
-
-
 def check(path: Path) -> List[Finding]:
     """The findings for a task folder or a dataset (its settings, every task, and what cannot be
     published for Harbor), in the order of the files. Paths are said as ``path`` was given: a
@@ -485,8 +488,7 @@ def check(path: Path) -> List[Finding]:
         return _check(path)
 
     def as_given(text: str) -> str:
-        text = str(path) + text[len(resolved) :] if text == resolved or text.startswith(resolved + os.sep) else text
-        return text.replace(resolved + os.sep, str(path) + os.sep)
+        return str(path) if text == resolved else text.replace(resolved + os.sep, str(path) + os.sep)
 
     return [replace(found, path=as_given(found.path), message=as_given(found.message)) for found in _check(path)]
 
@@ -496,7 +498,7 @@ def _check(path: Path) -> List[Finding]:
 
     if not path.is_dir():
         return [Finding(ERROR, str(path), "", "is not a folder")]
-    if not is_dataset(path):
+    if is_single_task(path):
         findings = check_task(path)
         if not any(finding.severity == ERROR for finding in findings):
             findings += _publish_findings(path, task_publish_problems)
