@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo_gym.verifiers import extract_answer, extract_boxed, extract_tag
+from nemo_gym.verifiers import _extract, extract_answer, extract_boxed, extract_tag
 
 pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
 
@@ -172,3 +172,45 @@ def test_never_raise_on_labels_and_boxes(text):
 @given(st.integers(min_value=1, max_value=50), st.text(alphabet="abc 12+-", min_size=1).filter(str.strip))
 def test_nested_boxes_open_to_the_innermost(depth, payload):
     assert extract_boxed("x " + "\\boxed{" * depth + payload + "}" * depth) == payload.strip()
+
+
+def _last_match(text):
+    """The regular expression's last label, as ``_extract._last_label`` gives it."""
+    matches = list(_extract._PATTERNS.label.finditer(text))
+    return None if not matches else (matches[-1].groups(), matches[-1].start(3), matches[-1].end())
+
+
+LABEL_PARTS = [
+    "answer",
+    "Answer",
+    "ANSWER",
+    "final",
+    "Final ",
+    " ",
+    "\t",
+    "\n",
+    "\x1c",
+    "*",
+    "_",
+    "**",
+    ":",
+    "x",
+    "1",
+    ".",
+]
+
+
+@given(st.lists(st.sampled_from(LABEL_PARTS), max_size=24).map("".join))
+def test_the_label_scan_of_ascii_text_finds_what_the_regular_expression_finds(text):
+    # ASCII text is scanned without importing re (shim start-up): the scan must find the same last
+    # label, with the same emphasis runs and spans, or an agent's answer would read differently here.
+    assert _extract._last_label(text) == _last_match(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x_answer: 1", "x*answer: 1", "x**answer: 1", "*_answer: 1", "answer:*answer: 2", "answer:_answer: 2",
+     "final  answer: 3", "xfinal answer: 3", "*final answer: 3", "**Final**Answer: 4", "Answer :\n5", "answer 6"],
+)  # fmt: skip
+def test_the_label_scan_agrees_on_the_edges_of_a_label(text):
+    assert _extract._last_label(text) == _last_match(text)

@@ -10,8 +10,11 @@ from nemo_gym.verifiers._lazy import Patterns
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
-    from re import Match
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
+
+    # A found label: its three emphasis runs (before the label, before the colon, after it), where
+    # the run after the colon starts, and where the label ends (the groups and spans of a match).
+    Label = Tuple[Tuple[str, str, str], int, int]
 
 _PATTERNS = Patterns(
     box=r"\\(?:boxed|fbox)\s*\{",
@@ -108,20 +111,88 @@ def extract_boxed(text: Any) -> Optional[str]:
     return _innermost(found or "") or None
 
 
-def _payload(text: str, label: Match[str]) -> Optional[str]:
+def _last_label(text: str) -> Optional[Label]:
+    """The last match of ``_PATTERNS.label`` in ``text``; ASCII text is scanned without ``re``.
+
+    Importing ``re`` costs a large part of an interpreter's start, and a model's answer is most
+    often plain ASCII. The scan finds what ``finditer`` finds (a property test holds the two equal):
+    each ``answer`` in turn must be followed by emphasis, blanks and a colon, and its match starts
+    at the earliest place the pattern allows, never inside the previous match.
+    """
+    if not text.isascii():  # case folding and \w beyond ASCII are the regular expression's
+        found = None
+        for match in _PATTERNS.label.finditer(text):
+            found = match
+        return None if found is None else ((found[1], found[2], found[3]), found.start(3), found.end())
+    lowered, size = text.lower(), len(text)
+    label: Optional[Label] = None
+    bound = 0  # where the next match may start: the end of the previous one
+    keyword = lowered.find("answer")
+    while keyword >= 0:
+        index = keyword + len("answer")
+        while index < size and text[index] in "*_":
+            index += 1
+        before_colon = text[keyword + len("answer") : index]
+        while index < size and text[index] in " \t":
+            index += 1
+        start = _label_start(text, lowered, keyword, bound) if index < size and text[index] == ":" else None
+        if start is None:
+            keyword = lowered.find("answer", keyword + 1)
+            continue
+        index += 1
+        after = index
+        while index < size and text[index] in "*_":
+            index += 1
+        emphasis = text[start : _emphasis_end(text, start)]
+        label, bound = ((emphasis, before_colon, text[after:index]), after, index), index
+        keyword = lowered.find("answer", index)
+    return label
+
+
+def _emphasis_end(text: str, start: int) -> int:
+    while text[start] in "*_":
+        start += 1
+    return start
+
+
+def _label_start(text: str, lowered: str, keyword: int, bound: int) -> Optional[int]:
+    """Where a label whose ``answer`` is at ``keyword`` starts (ASCII), ``None`` when none can.
+
+    A ``final`` and blanks may come first; then the label starts at a run of emphasis marks that no
+    word character or ``*`` precedes, or (with no marks of its own) right after a ``*``.
+    """
+    heads = [keyword]
+    blank = keyword
+    while blank > 0 and text[blank - 1].isspace():
+        blank -= 1
+    if blank < keyword and blank - 5 >= bound and lowered.startswith("final", blank - 5):
+        heads.insert(0, blank - 5)
+    for head in heads:
+        start = head
+        while start > bound and text[start - 1] in "*_":
+            start -= 1
+        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "*_"):
+            return start
+        if text[head - 1] == "*":
+            return head
+    return None
+
+
+def _payload(text: str, label: Label) -> Optional[str]:
     """The raw payload after ``label``; ``None`` when the label's underscore emphasis is unbalanced."""
-    opening, closing, after = (group.count("_") for group in label.groups())
+    emphasis, colon_end, end = label
+    opening, closing, after = (group.count("_") for group in emphasis)
     owed = opening - closing  # underscores that must still close the emphasis opened before the label
     if owed < 0:
         return None  # "Answer_:": an identifier's tail, not emphasis
     if owed == 0:
         # Only asterisks after the colon close emphasis ("**Answer:** 42"); "_x_" is the payload's.
-        colon_run = label.group(3)
-        start = label.start(3) + len(colon_run) - len(colon_run.lstrip("*"))
+        colon_run = emphasis[2]
+        start = colon_end + len(colon_run) - len(colon_run.lstrip("*"))
     elif after == owed:
-        start, owed = label.end(), 0  # "_Answer:_ 42"
+        start, owed = end, 0  # "_Answer:_ 42"
     elif after == 0:
-        start = label.end()  # "_Answer: 42_": the emphasis must close at the end of the line
+        start = end  # "_Answer: 42_": the emphasis must close at the end of the line
     else:
         return None
     lines = text[start:].split("\n")
@@ -149,10 +220,10 @@ def extract_answer(text: Any) -> Optional[str]:
     text = _text_or_none(text, "extract_answer")
     if text is None:
         return None
-    labels = list(_PATTERNS.label.finditer(text))
-    if not labels:
+    label = _last_label(text)
+    if label is None:
         return None
-    payload = _payload(text, labels[-1])
+    payload = _payload(text, label)
     if not payload:
         return None
     if payload.endswith("."):

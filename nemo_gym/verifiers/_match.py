@@ -53,9 +53,11 @@ def _normalize(
     remove_articles: bool,
     unicode_form: str,
 ) -> str:
-    import unicodedata  # on first use: it costs start-up time
+    if not text.isascii():  # ASCII text is in every normal form already
+        import unicodedata  # on first use: it costs start-up time
 
-    text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE).strip()  # type: ignore[arg-type]
+        text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE)  # type: ignore[arg-type]
+    text = text.strip()
     if ignore_case:
         text = text.casefold()
     if ignore_punctuation:
