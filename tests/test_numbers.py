@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo_gym.verifiers import numeric_match, parse_number
+from nemo_gym.verifiers import _numbers, numeric_match, parse_number
 
 pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
 
@@ -263,3 +263,57 @@ def test_fractions_round_trip(value):
 def test_never_raises_on_any_text(text):
     parse_number(text)
     numeric_match(text, "1")
+
+
+NUMBER_PARTS = ["0", "1", "5", "9", "00", ".", "..", "+", "-", "$", " ", "\t", "\x1c", "%", ",", "e", "x", "/"]
+NUMBER_TEXT = st.lists(st.sampled_from(NUMBER_PARTS), max_size=10).map("".join)
+PLAIN_NUMBERS = st.one_of(NUMBER_TEXT, st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.booleans())
+
+
+@given(PLAIN_NUMBERS)
+def test_the_quick_reading_is_the_parsers_reading(value):
+    # Plain numbers are read without re or fractions (shim start-up): whatever the quick reading
+    # accepts must be exactly the value parse_number reads, or a plain answer would grade differently.
+    quick = _numbers._quick(value)
+    if quick is not None:
+        assert parse_number(value) == Fraction(quick[0], 10 ** quick[1])
+
+
+@given(PLAIN_NUMBERS, st.one_of(PLAIN_NUMBERS, st.lists(PLAIN_NUMBERS, max_size=3)))
+def test_the_quick_match_is_the_full_match(actual, expected):
+    quick = _numbers._quick_match(actual, expected)
+    if quick is not None:
+        assert quick is _slow_numeric_match(actual, expected)
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "result"),
+    [
+        ("$4.20", "4.20", True),
+        ("4.2", 4.2, True),
+        ("1000000000000", "1000000000001", False),  # whole numbers compare exactly
+        ("1000000000000.5", "1000000000000.50000001", True),  # others within rel_tol=1e-9
+        ("1.5", "1.6", False),
+        ("-0.0", 0, True),
+        ("5.", ["4", "5"], True),
+    ],
+)
+def test_the_quick_match_on_answers_as_written(actual, expected, result):
+    assert _numbers._quick_match(actual, expected) is result
+    assert _slow_numeric_match(actual, expected) is result
+
+
+def test_an_unreadable_alternative_after_a_match_still_tells_the_author():
+    assert _numbers._quick_match("5", ["5", "abc"]) is None
+    with pytest.raises(ValueError, match="'abc'"):
+        numeric_match("5", ["5", "abc"])
+
+
+def _slow_numeric_match(actual, expected):
+    """``numeric_match`` as the full parser and Fractions decide it."""
+    quick_match = _numbers._quick_match
+    _numbers._quick_match = lambda actual, expected: None
+    try:
+        return numeric_match(actual, expected)
+    finally:
+        _numbers._quick_match = quick_match

@@ -176,3 +176,19 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         nemo_gym.verifiers.nope  # noqa: B018
     with pytest.raises(ImportError):
         exec("from nemo_gym.verifiers import nope", {})
+
+
+# The shipped examples' calls on answers as an agent most often writes them: plain ASCII text is
+# labelled, compared and read as a number without re, unicodedata or fractions.
+PLAIN_CALLS = [
+    "exact_match(' Paris\\n', 'paris', ignore_case=True)",
+    "numeric_match(extract_answer('12 x 0.35.\\n\\nAnswer: $4.20'), '4.20')",
+    "extract_answer('so\\n**Final Answer:** 42') == '42'",
+    "not numeric_match('1000000000000', 1000000000001) and numeric_match('2.5', [2, 2.5])",
+]
+
+
+@pytest.mark.parametrize("call", PLAIN_CALLS)
+def test_a_plain_ascii_answer_loads_nothing_heavy(call: str, staged: Path, at_start: Set[str]) -> None:
+    script = f"from nemo_gym.verifiers import exact_match, extract_answer, numeric_match\nassert {call}" + SHOW
+    assert set(HEAVY) & set(_run(script, staged)) <= at_start

@@ -12,8 +12,8 @@ from nemo_gym.verifiers._expected import COLLECTIONS, alternatives
 from nemo_gym.verifiers._lazy import Patterns
 
 # fractions, numbers, math and re cost start-up time: each is imported where it is first needed,
-# fractions once a number has been read. decimal is never imported to test for a Decimal: a
-# Decimal's module is loaded already (see _is_decimal).
+# fractions once a number beyond plain decimals has been read (see _quick). decimal is never
+# imported to test for a Decimal: a Decimal's module is loaded already (see _is_decimal).
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -274,6 +274,58 @@ def _expected_number(value: Any, in_collection: bool) -> Tuple[Fraction, bool]:
     return parsed
 
 
+def _quick(value: Any) -> Optional[Tuple[int, int]]:
+    """``(n, k)``, meaning ``n / 10**k``, for an ``int``, a ``float`` or plain ASCII decimal text.
+
+    ``None`` for anything else (the full parser decides then). Plain text is what ``parse_number``
+    reads without ``re`` or ``fractions``: a sign, a ``$``, digits with an optional point, one
+    trailing ``.``; it reads to the same value as there (a property test holds the two equal).
+    """
+    kind = type(value)
+    if kind is int:
+        return value, 0
+    if kind is float:
+        value = repr(value)  # the decimal its author wrote, as _parse reads a float
+    elif kind is not str or not value.isascii() or len(value) > MAX_NUMBER_TEXT:
+        return None
+    text = value.strip()
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1].rstrip()
+    negative = text.startswith("-")
+    if text.startswith(("+", "-")):
+        text = text[1:]
+    if text.startswith("$"):
+        text = text[1:].lstrip()
+    whole, point, fraction = text.partition(".")
+    digits = whole + fraction
+    if not digits.isdigit() or (point and not fraction) or len(digits) > MAX_DIGITS:
+        return None  # isdigit() of ASCII text is [0-9]+ (an empty part is allowed on one side)
+    return (-int(digits) if negative else int(digits)), len(fraction)
+
+
+def _quick_match(actual: Any, expected: Any) -> Optional[bool]:
+    """``numeric_match`` with no tolerance when every side is a ``_quick`` number, else ``None``.
+
+    Scaled to a common power of ten the values are integers, and the default comparison needs no
+    ``Fraction``: whole numbers exactly, others within ``rel_tol=1e-9``.
+    """
+    got = _quick(actual)
+    items = list(expected) if isinstance(expected, COLLECTIONS) else [expected]
+    wanted = [other for other in map(_quick, items) if other is not None]
+    if got is None or not items or len(wanted) < len(items):
+        return None  # the full parser reads them (and tells the author of an unreadable alternative)
+    numerator, denominator = _DEFAULT_REL_TOL
+    for other in wanted:
+        scale = max(got[1], other[1])
+        a, b = got[0] * 10 ** (scale - got[1]), other[0] * 10 ** (scale - other[1])
+        if a % 10**scale == 0 and b % 10**scale == 0:
+            if a == b:
+                return True
+        elif abs(a - b) * denominator <= numerator * max(abs(a), abs(b)):
+            return True
+    return False
+
+
 def numeric_match(
     actual: Any,
     expected: Any,
@@ -295,6 +347,10 @@ def numeric_match(
     """
     if percent not in _PERCENT_MODES:
         raise ValueError(f"numeric_match(): percent must be 'strict', 'ignore' or 'either', got {percent!r}")
+    if rel_tol is None and abs_tol is None:
+        quick = _quick_match(actual, expected)  # most answers: without importing fractions or re
+        if quick is not None:
+            return quick
     import numbers
 
     rel, absolute = _tolerance("rel_tol", rel_tol), _tolerance("abs_tol", abs_tol)
