@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -418,3 +418,50 @@ def test_a_published_task_grades_alike_once_a_python_task_taught_the_image(tmp_p
     assert run(dataset / "answer-file") == 1.0  # a Python verifier: its runner reports the tag
     assert verification.IMAGE_TAGS.get("img") in CACHE_TAGS
     assert run(published) == 1.0
+
+
+def test_a_local_sandbox_learns_its_python_and_stages_that_ones_bytecode_alone(tmp_path: Path, monkeypatch):
+    """The host stands for a local sandbox's image: after one run reports its Python, later runs on
+    a sandbox with the same PATH unpack one interpreter's bytecode and the SDK's bundle, and grade alike."""
+    import asyncio
+    import io
+    import tarfile
+
+    from support import EXAMPLES
+
+    from nemo_gym.data.tasks.harbor import verification
+    from nemo_gym.data.tasks.harbor.bytecode import SDK_BUNDLE, ImageTags
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    monkeypatch.setattr(verification, "IMAGE_TAGS", ImageTags())
+    staged: List[List[str]] = []
+    piped = LocalSandbox.exec_piped
+
+    async def spy(self: LocalSandbox, command: str, stdin: bytes, **options: Any) -> Any:
+        with tarfile.open(fileobj=io.BytesIO(stdin)) as archive:
+            staged.append(archive.getnames())
+        return await piped(self, command, stdin, **options)
+
+    monkeypatch.setattr(LocalSandbox, "exec_piped", spy)
+    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+    workspace = tmp_path / "ws"
+    shutil.copytree(EXAMPLES / "answer-file" / "workspace", workspace)
+    (workspace / "answer.txt").write_text("Paris\n")
+
+    async def go() -> List[float]:
+        rewards = []
+        for _ in range(2):  # a fresh sandbox each time: the hint outlives one
+            async with LocalSandbox(workspace) as sandbox:
+                outcome = await run_verification(plan, sandbox)
+                assert not outcome.masked, outcome
+                rewards.append(outcome.reward)
+        return rewards
+
+    assert asyncio.run(go()) == [1.0, 1.0]
+    tags = [{tag for tag in CACHE_TAGS for name in names if name.endswith(f".{tag}.pyc")} for names in staged]
+    assert tags[0] == set(CACHE_TAGS)
+    assert len(tags[1]) == 1 and tags[1] <= set(CACHE_TAGS)
+    assert not any(name.endswith(SDK_BUNDLE) for name in staged[0])
+    assert any(name.endswith(SDK_BUNDLE) for name in staged[1])
