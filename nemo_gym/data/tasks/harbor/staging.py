@@ -306,10 +306,12 @@ def run_archive(
         own = [ShimFile(f"{top}/{out}/{name}", data, 0o400) for name, data in (private or {}).items()]
         blocks = _tar_blocks(own, folder_modes={top: 0o700, f"{top}/{out}": 0o700})
         static = _static_set()
-        files = list(files)
-        shared_files = tuple(file for file in files if file in static or file.name == SDK_BUNDLE)
-        shared, shared_folders = _static_blocks(shared_files, top)
-        rest = _placed((file for file in files if file not in shared_files), top)
+        shared_files: List[ShimFile] = []
+        own_files: List[ShimFile] = []
+        for file in files:
+            (shared_files if file in static or file.name == SDK_BUNDLE else own_files).append(file)
+        shared, shared_folders = _static_blocks(tuple(shared_files), top)
+        rest = _placed(own_files, top)
         blocks += shared + _tar_blocks(rest, skip_folders=shared_folders | {top}) + _END_OF_ARCHIVE
         return blocks + b"\0" * (-len(blocks) % _RECORD_SIZE)
     secret = {f".gym-{name}": data for name, data in (private or {}).items()}
