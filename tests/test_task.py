@@ -473,3 +473,28 @@ def test_yaml_aliases_that_share_are_cheap(tmp_path):
     compose = "x-laughs:\n" + "".join(f"  {line}\n" for line in lines) + "services: {}\n"
     task = write(tmp_path / "task", {"task.toml": SEPARATE_TOML, **VERIFIER, "tests/docker-compose.yaml": compose})
     assert load_task(task).verifier.environment_mode == "separate"  # 10**9 leaves, walked once each level
+
+
+@pytest.mark.parametrize(
+    "layout, hint",
+    [
+        ({"step/a/instruction.md": ""}, "did you mean to name {task}/step steps/?"),
+        ({"Steps/a/instruction.md": ""}, "did you mean to name {task}/Steps steps/?"),
+        ({"a/instruction.md": ""}, "{task}/a is a folder, but a step's folder goes under steps/"),
+        ({"steps/ab/instruction.md": ""}, "did you mean 'ab'?"),
+    ],
+)
+def test_a_missing_step_folder_says_where_it_may_be(tmp_path, layout, hint):
+    # A new author's slips: the folder named step/ or Steps/, the step beside task.toml, a typo.
+    toml = '[[steps]]\nname = "a"\n' if "ab" not in str(layout) else '[[steps]]\nname = "abc"\n'
+    task = write(tmp_path / "task", {"task.toml": toml, **VERIFIER, **layout})
+    with pytest.raises(TaskError, match="is not a folder") as raised:
+        load_task(task)
+    assert str(raised.value).endswith(hint.format(task=task))
+
+
+def test_a_missing_step_folder_with_nothing_near_has_no_hint(tmp_path):
+    task = write(tmp_path / "task", {"task.toml": '[[steps]]\nname = "grade"\n', **VERIFIER, "steps/x/i.md": ""})
+    with pytest.raises(TaskError) as raised:
+        load_task(task)
+    assert str(raised.value).endswith("is not a folder")

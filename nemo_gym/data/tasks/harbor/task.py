@@ -611,6 +611,27 @@ def _check_destinations(entries: Sequence[Tuple[str, Artifact]], where: str) -> 
             )
 
 
+def _step_folder_hint(path: Path, name: str) -> str:
+    """A hint for a step whose folder is missing: the folder of that name outside ``steps/`` (in
+    ``step/``, or in the task's own folder), else the nearest name among ``steps/``'s folders; ``""``
+    when nothing is near (or the folder cannot be listed: the error stands without a hint)."""
+    import difflib
+
+    try:
+        folders = sorted(entry for entry in path.iterdir() if entry.is_dir() and entry.name != "steps")
+        for other in folders:
+            if (other / name).is_dir() and difflib.get_close_matches(other.name.lower(), ["steps"], cutoff=0.6):
+                return f"; did you mean to name {other} steps/?"
+        if (path / name).is_dir():
+            return f"; {path / name} is a folder, but a step's folder goes under steps/"
+        steps = path / "steps"
+        names = sorted(entry.name for entry in steps.iterdir() if entry.is_dir()) if steps.is_dir() else []
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(name, names, n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
 def _steps(
     value: Any, path: Path, where: str, artifacts: Sequence[Tuple[str, Artifact]] = ()
 ) -> Tuple[StepConfig, ...]:
@@ -621,7 +642,10 @@ def _steps(
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
             raise TaskError(f"{where}: steps[{index}].name must be a folder name under steps/, not {name!r}")
         if not (path / "steps" / name).is_dir():
-            raise TaskError(f"{where}: steps[{index}].name = {name!r} but {path / 'steps' / name} is not a folder")
+            raise TaskError(
+                f"{where}: steps[{index}].name = {name!r} but {path / 'steps' / name} is not a folder"
+                + _step_folder_hint(path, name)
+            )
         table = _table(item, "verifier", where, f"steps[{index}].verifier")
         own = _artifacts(item.get("artifacts"), where, f"steps[{index}].artifacts")
         _check_destinations([*artifacts, *own], where)
