@@ -429,3 +429,40 @@ def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tm
         "environment/Dockerfile (2 task(s): built, pulled), and without the files the image would hold; "
         "--sandbox docker grades in the task's image"
     ]
+
+
+def test_publish_can_leave_the_refused_tasks_out(tmp_path, capsys):
+    """A server operator's dataset with a few tasks Harbor cannot grade: --skip-refused publishes
+    the others, naming what it left out; without it nothing is written, and the error says so."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    files = {
+        **RESPONSE_ROWS,
+        "plain/instruction.md": "Do it.",
+        "plain/tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+        "plain/solution/solve.sh": "#!/bin/bash\ntrue\n",
+    }
+    dataset = _write(tmp_path / "ds", files)
+    assert main(["dataset", "publish", "--harbor", str(dataset), str(tmp_path / "none")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "gym-harbor: refused 7 task(s), nothing written (--skip-refused publishes the others):", lines
+    assert not (tmp_path / "none").exists()
+
+    out = tmp_path / "out"
+    assert main(["dataset", "publish", "--harbor", "--skip-refused", str(dataset), str(out)]) == 0
+    captured = capsys.readouterr()
+    assert (
+        "cannot publish for Harbor: 7 rows (r0, r1, r2, r3, r4 and 2 more): verify declares `response`" in captured.err
+    )
+    assert captured.out.startswith("published 1 task(s) for Harbor into")
+    assert "left out the tasks refused for the 1 reason(s) above" in captured.out
+    assert sorted(path.name for path in out.iterdir()) == ["plain"]
+
+
+def test_publish_skipping_refusals_still_refuses_a_dataset_refused_whole(tmp_path, capsys):
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    dataset = _write(tmp_path / "rows", RESPONSE_ROWS)
+    assert main(["dataset", "publish", "--harbor", "--skip-refused", str(dataset), str(tmp_path / "out")]) == 1
+    assert "refused 7 task(s) (every task), nothing written:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -187,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="IMAGE",
         help="the image a task without docker_image or environment/Dockerfile starts FROM (default python:3.12-slim)",
     )
+    publish.add_argument(
+        "--skip-refused",
+        action="store_true",
+        help="publish the tasks Harbor can grade and leave out the others, each reason a warning (default: none)",
+    )
     validate = dataset.add_parser("validate", help="run each task's oracle and check it scores full marks")
     validate.add_argument(
         "dataset",
@@ -418,8 +423,9 @@ def _dataset(args: argparse.Namespace, parser: argparse.ArgumentParser, guard: _
         from nemo_gym.data.tasks.harbor.publishing import PublishError, publish_for_harbor
 
         # `check` first: a task it finds broken would publish and then fail under Harbor. (What
-        # only cannot publish is publishing's own refusal, below, a line per reason.)
-        findings = [finding for finding in check(args.dataset) if finding.key != PUBLISH_KEY]
+        # only cannot publish is publishing's own refusal, below, a line per reason; with
+        # --skip-refused, check's warnings name what is left out.)
+        findings = [finding for finding in check(args.dataset) if finding.key != PUBLISH_KEY or args.skip_refused]
         for finding in findings:
             print(_one_line(str(finding)), file=sys.stderr)
         errors = [finding for finding in findings if finding.severity == ERROR]
@@ -428,14 +434,18 @@ def _dataset(args: argparse.Namespace, parser: argparse.ArgumentParser, guard: _
             return 1
         options = {} if args.base_image is None else {"base_image": args.base_image}
         try:
-            published = publish_for_harbor(args.dataset, args.out, **options)
+            published = publish_for_harbor(args.dataset, args.out, skip_refused=args.skip_refused, **options)
         except PublishError as error:
             header = str(error).splitlines()[0] if str(error) else "the dataset cannot be published"
+            if error.problems and not args.skip_refused:
+                header = header.rstrip(":") + " (--skip-refused publishes the others):"
             print(f"{PROG}: {_one_line(header)}", file=sys.stderr)
             for problem in error.problems:  # one line per reason, the tasks grouped
                 print(f"  {_one_line(str(problem))}", file=sys.stderr)
             return 1
-        print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}")
+        left_out = sum(1 for finding in findings if finding.key == PUBLISH_KEY)
+        note = f" (and left out the tasks refused for the {left_out} reason(s) above)" if left_out else ""
+        print(f"published {len(published)} task(s) for Harbor into {args.out}: {', '.join(published)}{note}")
         return 0
     return guard.run(lambda: _validate(args, parser))
 

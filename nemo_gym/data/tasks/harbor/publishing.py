@@ -448,12 +448,17 @@ def task_publish_problems(task_dir: Union[str, Path]) -> List[PublishProblem]:
 
 
 def publish_for_harbor(
-    dataset_root: Union[str, Path], out: Union[str, Path], *, base_image: Optional[str] = None
+    dataset_root: Union[str, Path],
+    out: Union[str, Path],
+    *,
+    base_image: Optional[str] = None,
+    skip_refused: bool = False,
 ) -> List[str]:
     """Writes the Harbor copy of the dataset into ``out`` (which must not exist yet, or be empty);
     returns the published task ids. ``base_image`` (default ``DEFAULT_BASE_IMAGE``) is the image a
     task without ``[environment].docker_image`` starts from. ``PublishError`` naming every refused
-    task, a line per reason, writing nothing."""
+    task, a line per reason, writing nothing; with ``skip_refused``, the other tasks are written
+    (``publish_problems`` names the ones left out), and only a dataset refused whole is an error."""
     image = DEFAULT_BASE_IMAGE if base_image is None else base_image
     if not _IMAGE.fullmatch(image):
         raise PublishError(f"the base image {image!r} is not an image name publishing writes into a Dockerfile")
@@ -464,10 +469,11 @@ def publish_for_harbor(
     if not dataset.task_ids:
         raise PublishError(no_task_reason(dataset_root))
     files, refusals = _publication(dataset, image)
-    if refusals:
+    if refusals and (not skip_refused or not files):
         problems = group_refusals(refusals, tuple(dataset.rows))
         lines = "".join(f"\n  {problem}" for problem in problems)
-        raise PublishError(f"refused {len(refusals)} task(s), nothing written:{lines}", problems)
+        whole = " (every task)" if skip_refused else ""
+        raise PublishError(f"refused {len(refusals)} task(s){whole}, nothing written:{lines}", problems)
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".nemo-gym-publish-", dir=target.parent))
     try:
