@@ -314,16 +314,21 @@ def _quick_match(actual: Any, expected: Any) -> Optional[bool]:
     wanted = [other for other in map(_quick, items) if other is not None]
     if got is None or not items or len(wanted) < len(items):
         return None  # the full parser reads them (and tells the author of an unreadable alternative)
-    numerator, denominator = _DEFAULT_REL_TOL
     for other in wanted:
         scale = max(got[1], other[1])
         a, b = got[0] * 10 ** (scale - got[1]), other[0] * 10 ** (scale - other[1])
-        if a % 10**scale == 0 and b % 10**scale == 0:
-            if a == b:
-                return True
-        elif abs(a - b) * denominator <= numerator * max(abs(a), abs(b)):
+        if _default_close(a, b, whole=a % 10**scale == 0 and b % 10**scale == 0):
             return True
     return False
+
+
+def _default_close(a: Any, b: Any, *, whole: bool) -> bool:
+    """``numeric_match``'s comparison with no tolerance given, of two ``Fraction``s or of two ints
+    scaled alike: whole numbers exactly, any other pair within ``rel_tol=1e-9``."""
+    if whole:
+        return bool(a == b)
+    numerator, denominator = _DEFAULT_REL_TOL
+    return bool(abs(a - b) * denominator <= numerator * max(abs(a), abs(b)))
 
 
 def numeric_match(
@@ -359,15 +364,10 @@ def numeric_match(
     got = _parse(actual)
     if got is None:
         return False
-    from fractions import Fraction  # loaded already: got is one
-
-    default_rel_tol = Fraction(*_DEFAULT_REL_TOL)
 
     def close(a: Fraction, b: Fraction) -> bool:
         if rel is None and absolute is None:
-            if a.denominator == 1 and b.denominator == 1:
-                return a == b
-            return abs(a - b) <= default_rel_tol * max(abs(a), abs(b))
+            return _default_close(a, b, whole=a.denominator == 1 and b.denominator == 1)
         return abs(a - b) <= max((rel or 0) * max(abs(a), abs(b)), absolute or 0)
 
     return any(_percent_pairs_match(got, other, percent, close) for other in wanted)
