@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -617,3 +618,43 @@ def test_a_step_grades_as_gym_harbor_verify_step_grades_it(tmp_path, step):
     result = run_verify(task, workspace=workspace, step=step)
     assert real["reward"] == 1.0, completed.stdout + completed.stderr
     assert (result.reward, result.metrics) == (real["reward"], real["metrics"])
+
+
+def _task_reading_beside_itself(root: Path) -> Path:
+    """Verifiers that read data files through ``Path(__file__)``: ``key`` has a verifier.py of its
+    own that reads the task's answer key; ``strict`` has only a threshold file that overrides the
+    task's, read by the task's verifier.py. In ``/tests`` both lie in one folder."""
+    return write_files(
+        root / "task",
+        {
+            "task.toml": 'schema_version = "1.3"\n\n[[steps]]\nname = "key"\n\n[[steps]]\nname = "strict"\n',
+            "tests/verifier.py": "from pathlib import Path\n"
+            "def verify(workspace):\n"
+            "    need = int((Path(__file__).parent / 'threshold.txt').read_text())\n"
+            "    return float(len((workspace / 'a.txt').read_text()) >= need)\n",
+            "tests/threshold.txt": "2\n",
+            "tests/data/key.txt": "42",
+            "steps/key/tests/verifier.py": "from pathlib import Path\n"
+            "def verify(workspace):\n"
+            "    key = Path(__file__).resolve().parent / 'data' / 'key.txt'\n"
+            "    return float((workspace / 'a.txt').read_text() == key.read_text())\n",
+            "steps/strict/tests/threshold.txt": "3\n",
+        },
+    )
+
+
+@pytest.mark.parametrize(("step", "reward"), [("key", 1.0), ("strict", 0.0)])
+def test_a_steps_verifier_reads_the_merged_tests_folder_as_in_the_sandbox(tmp_path, monkeypatch, step, reward):
+    task = _task_reading_beside_itself(tmp_path)
+    workspace = write_files(tmp_path / "ws", {"a.txt": "42"})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    result = run_verify(task, workspace=workspace, step=step)
+    assert (result.reward, result.error) == (reward, None), result.log
+    assert not any(scratch.iterdir())  # the merged copy is gone
+    command = [sys.executable, "-m", "nemo_gym.data.tasks.harbor", "verify", str(task), "--step", step]
+    command += ["--workspace", str(workspace), "--json"]
+    completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    real = json.loads(completed.stdout.splitlines()[-1])
+    assert (real["reward"], real["failure_kind"]) == (reward, None), completed.stdout + completed.stderr

@@ -63,8 +63,8 @@ from nemo_gym.data.tasks.harbor.staging import (
     ShimFile,
     StagingError,
     lay_out,
+    merged_test_files,
     shim_files,
-    task_test_files,
 )
 from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, load_dataset, no_task_reason
 from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
@@ -266,10 +266,7 @@ def _verifiers(task: Task, row: bool, files: Dict[str, ShimFile]) -> None:
         choice = choose_verifier(task.path, task.dataset_root, step)
         where = f"step {step}: " if step else ""
         if row:  # a row's folder is the dataset's: its tests/ (rarely any) go into the row's tests/
-            merged: Dict[str, ShimFile] = {}
-            for tests_dir in choice.tests_dirs:
-                merged.update((file.name, file) for file in task_test_files(tests_dir))
-            task_files = [merged[name] for name in sorted(merged)]
+            task_files = merged_test_files(choice.tests_dirs)
             if choice.kind != PYTHON:
                 files.update(
                     (f"tests/{file.name}", ShimFile(f"tests/{file.name}", file.data, file.mode)) for file in task_files

@@ -134,6 +134,16 @@ def task_test_files(tests_dir: Path) -> List[ShimFile]:
     return files
 
 
+def merged_test_files(tests_dirs: Iterable[Path]) -> List[ShimFile]:
+    """The files of ``tests_dirs`` as one ``/tests`` holds them, sorted by name: each folder's
+    ``task_test_files`` lie over the earlier folders' (a step's ``tests/`` over the task's, as
+    Harbor uploads one and then the other)."""
+    merged: Dict[str, ShimFile] = {}
+    for folder in tests_dirs:
+        merged.update((file.name, file) for file in task_test_files(folder))
+    return [merged[name] for name in sorted(merged)]
+
+
 def task_part(
     verifier: bytes,
     task_data: Mapping[str, Any],
@@ -332,6 +342,7 @@ __all__ = [
     "check_names",
     "json_bytes",
     "lay_out",
+    "merged_test_files",
     "response_bytes",
     "run_archive",
     "shim_files",

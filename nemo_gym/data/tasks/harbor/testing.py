@@ -27,7 +27,8 @@ import io
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
@@ -43,7 +44,7 @@ from nemo_gym.data.tasks.harbor.responses import (
     response,
 )
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, parse_reward_json
-from nemo_gym.data.tasks.harbor.staging import json_bytes, response_bytes
+from nemo_gym.data.tasks.harbor.staging import json_bytes, lay_out, merged_test_files, response_bytes
 from nemo_gym.data.tasks.harbor.task import load_task
 from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier
 
@@ -169,6 +170,20 @@ def _choose(verifier: Union[str, os.PathLike[str]], step: Optional[str], row: Op
 
 
 @contextlib.contextmanager
+def _merged(chosen: _Chosen) -> Iterator[_Chosen]:
+    """``chosen`` as ``/tests`` holds it: a step's ``tests/`` and the task's are one folder there, so
+    a verify that reads a file beside itself (``Path(__file__).parent / "key.json"``) finds either's.
+    Two folders are copied, merged as staging merges them, into a temporary folder for the call;
+    one is used where it is (its tracebacks name the author's file)."""
+    if len(chosen.folders) < 2:
+        yield chosen
+        return
+    with tempfile.TemporaryDirectory(prefix="run_verify-tests-") as scratch:
+        lay_out(Path(scratch), merged_test_files(Path(folder) for folder in reversed(chosen.folders)))
+        yield replace(chosen, path=Path(scratch) / chosen.path.name, folders=(scratch,))
+
+
+@contextlib.contextmanager
 def _as_in_the_sandbox(workspace: Path, folders: Sequence[str]) -> Iterator[None]:
     """The working directory is the workspace, and ``sys.path`` is what the runner leaves it: the
     folders ``/tests`` merges first (their modules import), the workspace never. Afterwards the
@@ -241,9 +256,9 @@ def run_verify(
     verify: Optional[Callable[..., Any]] = None
     here = ""  # the runner's folder (``/tests`` in the sandbox): the verifier's own, or none
     folders: Tuple[str, ...] = ()
+    chosen: Optional[_Chosen] = None
     if isinstance(verifier, (str, os.PathLike)):
         chosen = _choose(verifier, step, row)
-        here, folders = str(chosen.path.parent), chosen.folders
         files["verifier.py"] = chosen.path.read_bytes()  # FileNotFoundError names a missing file
         task_data = chosen.task_data if task_data is None else task_data
     elif step is not None or row is not None:
@@ -261,7 +276,11 @@ def run_verify(
     stdout, stderr, log = io.StringIO(), io.StringIO(), io.StringIO()
     text: Optional[str] = None
     failure: Optional[Any] = None  # the runner's VerifierError
-    with _in_sys_modules({_RUNNER: runner, _RUNNER_RARE: rare}):
+    with contextlib.ExitStack() as stack:
+        if chosen is not None:
+            chosen = stack.enter_context(_merged(chosen))
+            here, folders = str(chosen.path.parent), chosen.folders
+        stack.enter_context(_in_sys_modules({_RUNNER: runner, _RUNNER_RARE: rare}))
         with _as_in_the_sandbox(folder, folders):
             runner.PRELOADED.update(files)
             try:

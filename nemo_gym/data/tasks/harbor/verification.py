@@ -58,10 +58,10 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
 from nemo_gym.data.tasks.harbor.staging import (
     ShimFile,
     check_names,
+    merged_test_files,
     run_archive,
     shim_files,
     stage_archive,
-    task_test_files,
 )
 from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError
 from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
@@ -224,10 +224,7 @@ def plan_verification(
         env_table = {**task.verifier.env, **config.env}
         hooks = task.verifier.collect + config.collect
         mode = step_verifier_mode(task, step)
-    merged: Dict[str, ShimFile] = {}
-    for folder in choice.tests_dirs:
-        merged.update((file.name, file) for file in task_test_files(folder))
-    task_files = [merged[name] for name in sorted(merged)]
+    task_files = merged_test_files(choice.tests_dirs)
     if choice.kind == TEST_SH:
         files: Tuple[ShimFile, ...] = tuple(task_files)
     else:
