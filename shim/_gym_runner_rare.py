@@ -281,4 +281,10 @@ def print_error(error: "VerifierError") -> None:
             ]
         )
         print("".join(report.format()), end="")
+        missing = getattr(cause, "filename", None) if isinstance(cause, FileNotFoundError) else None
+        if isinstance(missing, str) and not os.path.isabs(missing):  # a new author's open("expected.json")
+            print(
+                f"note: {missing!r} was looked for in the working directory, the agent's workspace; "
+                f"a file of the task's tests/ is Path(__file__).parent / {missing!r}"
+            )
     print(MISSING_REWARD)

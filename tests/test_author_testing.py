@@ -230,6 +230,11 @@ CASES = [
     # A verify that cannot run, or raises.
     Case("raises", "def verify(task_data):\n    return task_data['answer']\n"),
     Case("raises-in-async", "async def verify():\n    raise ValueError('boom')\n"),
+    Case(
+        "opens-its-data-relatively",  # the working directory is the workspace: tests/ is not there
+        "import json\ndef verify(task_data):\n    return json.load(open('expected.json'))['a'] == 1\n",
+        tests={"expected.json": '{"a": 1}'},
+    ),
     Case("system-exit", "import sys\ndef verify():\n    sys.exit(0)\n"),
     Case("unknown-parameter", "def verify(task_data, answer):\n    return 1\n"),
     Case("import-error", "import no_such_module_xyz\ndef verify():\n    return 1\n"),
@@ -331,6 +336,19 @@ def test_invalid_results_give_the_runners_message(case_id, message, real_runs):
     task, _ = real_runs[case_id]
     result = run_verify(task, workspace=task / "workspace")
     assert result.error.startswith(message) and not result.ok and result.reward == 0.0
+
+
+def test_a_relative_open_that_misses_says_where_it_looked_and_where_the_tests_are(real_runs):
+    task, real = real_runs["opens-its-data-relatively"]
+    result = run_verify(task, workspace=task / "workspace")
+    note = (
+        "note: 'expected.json' was looked for in the working directory, the agent's workspace; "
+        "a file of the task's tests/ is Path(__file__).parent / 'expected.json'"
+    )
+    assert isinstance(result.exception, FileNotFoundError)
+    assert note in result.log.splitlines() and note in real["stdout"].splitlines(), real["stdout"]
+    # Not for an absolute path, nor for another error.
+    assert "note:" not in real_runs["raises"][1]["stdout"]
 
 
 def test_a_raising_verify_keeps_its_exception_and_traceback(tmp_path):
