@@ -229,6 +229,31 @@ def test_a_task_that_does_not_load_is_an_error_naming_the_file(tmp_path):
     assert str(data) not in finding.message and str(data) not in check(broken)[0].message
 
 
+def test_a_task_with_no_verifier_is_an_error_that_says_where_the_verifier_goes(tmp_path):
+    # A new author's slip (walkthrough, 2026-12-05): verifier.py beside task.toml. check said only that
+    # the task could not publish, and nothing at all for it in a dataset with errors elsewhere, while
+    # verify and validate refused it.
+    dataset = tmp_path / "ds"
+    task = _task(dataset / "beside")
+    (task / "tests" / "verifier.py").rename(task / "verifier.py")
+    (task / "tests").rmdir()
+    _task(dataset / "broken", "[verifier\n")
+    findings = [finding for finding in check(dataset) if finding.path == str(task)]
+    assert [(finding.severity, finding.message) for finding in findings] == [
+        (
+            ERROR,
+            "has no tests/ folder and no dataset verifier.py beside it (its verifier.py belongs in tests/: move it "
+            "to tests/verifier.py)",
+        )
+    ]
+    assert check(task) == findings
+    # A step with no verifier of its own and none beneath it: the step is named.
+    steps = _task(tmp_path / "steps", '[[steps]]\nname = "one"\n', **{"steps/one/instruction.md": "x\n"})
+    shutil.rmtree(steps / "tests")
+    (finding,) = [finding for finding in check(steps) if finding.severity == ERROR]
+    assert finding.path == str(steps / "steps" / "one") and "has no tests/ folder" in finding.message
+
+
 def test_a_dataset_checks_its_settings_every_task_and_what_cannot_publish(tmp_path):
     dataset = tmp_path / "ds"
     _task(dataset / "good")

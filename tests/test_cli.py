@@ -347,7 +347,7 @@ def test_validate_takes_one_task_folder_with_its_datasets_settings(tmp_path):
     assert validated.returncode == 1 and "| two |" in validated.stdout and "| one |" not in validated.stdout, validated
 
 
-@pytest.mark.parametrize("given", ["empty", "task"])
+@pytest.mark.parametrize("given", ["empty", "task", "untitled"])
 def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     # A new author's walkthrough (2026-12-02): validate, publish and check of a task folder, or of an
     # empty one, reported "0 of 0 task(s) scored full marks", "published 0 task(s)" or "nothing found",
@@ -356,14 +356,22 @@ def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     folder.mkdir()
     if given == "task":
         write_files(folder, {"task.toml": "", "tests/verifier.py": "def verify():\n    return 1.0\n"})
-    reason = "is a task folder, not a dataset" if given == "task" else "holds no task folder"
-    if given == "empty":  # validate takes one task folder (below)
+    if given == "untitled":  # a task's folder without task.toml: a dataset's task, never one alone
+        write_files(folder, {"task_data.json": "{}", "tests/verifier.py": "def verify():\n    return 1.0\n"})
+    reasons = {
+        "empty": "holds no task folder (one with task.toml, tests/ or task_data.json) and no rows.jsonl",
+        "task": "is a task folder, not a dataset",
+        "untitled": "holds no task folder and no rows.jsonl; it has tests/ and task_data.json as a task has, "
+        "but no task.toml, which a task given alone needs (an empty one will do)",
+    }
+    reason = reasons[given]
+    if given != "task":  # validate takes one task folder (below)
         validated = gym("dataset", "validate", str(folder))
         assert validated.returncode == 1 and reason in validated.stderr, validated
     published = gym("dataset", "publish", "--harbor", str(folder), str(tmp_path / "out"))
     assert published.returncode == 1 and reason in published.stderr, published
     assert not (tmp_path / "out").exists()
-    if given == "empty":  # check takes a task folder too
+    if given != "task":  # check takes a task folder too
         checked = gym("check", str(folder))
         assert checked.returncode != 0 and reason in checked.stdout, checked
 
@@ -429,6 +437,53 @@ def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tm
         "environment/Dockerfile (2 task(s): built, pulled), and without the files the image would hold; "
         "--sandbox docker grades in the task's image"
     ]
+
+
+def test_a_task_failing_locally_for_its_images_files_is_told_to_use_docker(tmp_path, capsys):
+    """A new author's task whose input comes from environment/Dockerfile (COPY sales.csv): its oracle
+    fails in the local sandbox's empty working directory, and the failure says why, by file name."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    task = _write(
+        tmp_path / "ds" / "sum",
+        {
+            "task.toml": '[environment]\nworkdir = "/workspace"\n',
+            "environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /workspace\nCOPY sales.csv /workspace/\n",
+            "environment/sales.csv": "3\n4\n",
+            "instruction.md": "Write the sum of sales.csv's numbers to total.txt.\n",
+            "task_data.json": '{"answer": "7"}',
+            "tests/verifier.py": "def verify(workspace, task_data):\n"
+            "    return (workspace / 'total.txt').read_text().strip() == task_data['answer']\n",
+            "solution/solve.sh": "#!/bin/bash\nawk '{s += $1} END {print s}' sales.csv > total.txt\n",
+        },
+    )
+    assert main(["dataset", "validate", str(task)]) == 1
+    out = capsys.readouterr().out
+    hint = [line.strip() for line in out.splitlines() if "empty working directory" in line]
+    assert hint == [
+        "the local sandbox ran without environment/Dockerfile (with sales.csv beside it): the oracle started in an "
+        "empty working directory, without the files the image would hold; --sandbox docker grades in the task's image"
+    ], out
+
+
+def test_a_failed_verify_without_task_data_json_says_it_got_an_empty_dict(tmp_path, capsys):
+    """A new author who forgot task_data.json saw only `verify raised KeyError: 'answer'`."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    task = _write(
+        tmp_path / "t",
+        {"tests/verifier.py": "def verify(workspace, task_data):\n    return task_data['answer'] == '42'\n"},
+    )
+    assert main(["verify", str(task)]) == 0
+    said = capsys.readouterr()
+    assert "verify raised KeyError: 'answer'" in said.out
+    assert (
+        said.err
+        == f"gym-harbor: note: verify declares task_data, but {task / 'task_data.json'} does not exist: it gets {{}}\n"
+    )
+    (task / "task_data.json").write_text('{"answer": "41"}')
+    assert main(["verify", str(task)]) == 0
+    assert capsys.readouterr().err == ""  # a 0 it earned, and task_data there: nothing to add
 
 
 def test_publish_can_leave_the_refused_tasks_out(tmp_path, capsys):

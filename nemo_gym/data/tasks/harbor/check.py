@@ -245,6 +245,14 @@ def _declares(path: Path, name: str) -> bool:
     return arguments is not None and name in _names(arguments)
 
 
+def missing_task_data(task: Task, verifier: Path) -> Optional[str]:
+    """Why the ``verify`` of ``verifier`` gets ``{}`` for ``task_data`` (a ``KeyError`` at its first
+    field, the usual sign), when it declares the argument and ``task`` has no ``task_data.json``."""
+    if task.task_data or (task.path / "task_data.json").exists() or not _declares(verifier, "task_data"):
+        return None
+    return f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
+
+
 def never_reads(path: Path, name: str) -> bool:
     """Whether the ``verify`` of the ``verifier.py`` at ``path`` is certain never to get the argument
     ``name``: a ``def`` that neither declares it nor takes ``**kwargs`` (anything else may)."""
@@ -401,8 +409,8 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         # A step's tests/ lies over the task's in /tests: the task's modules import there too.
         beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
         findings += verifier_findings(path, _siblings(path.parent) + beneath)
-        if not task.task_data and not (task.path / "task_data.json").exists() and _declares(path, "task_data"):
-            message = f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
+        message = missing_task_data(task, path)
+        if message is not None:
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
     findings += _oracle_findings(task)
     dockerfile = task.path / "environment" / "Dockerfile"
@@ -412,7 +420,7 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
             "(as --sandbox docker) then runs that image; remove one of the two"
         )
         findings.append(Finding(WARNING, str(dockerfile), "", message))
-    return findings + _shadowed(task.path, [step.name for step in task.steps])
+    return findings + _verifier_choices(task)
 
 
 def _oracle_findings(task: Task) -> List[Finding]:
@@ -438,18 +446,21 @@ def _oracle_findings(task: Task) -> List[Finding]:
     return findings
 
 
-def _shadowed(task_dir: Path, steps: Sequence[str]) -> List[Finding]:
-    """A ``verifier.py`` that ``choose_verifier`` passes over for a ``test.sh`` (Harbor runs test.sh),
-    unless the test.sh names it (it may run it itself): the task's, and each step's over it."""
+def _verifier_choices(task: Task) -> List[Finding]:
+    """For the task and each of its steps, the verifier a run would choose (``choose_verifier``): an
+    error where there is none (``verify`` and ``validate`` refuse the task there); a warning for a
+    ``verifier.py`` passed over for a ``test.sh`` (Harbor runs test.sh), unless the test.sh names it
+    (it may run it itself): the task's, and each step's over it."""
     from nemo_gym.data.tasks.harbor.verification import TEST_SH, choose_verifier  # it imports this module
 
     findings: List[Finding] = []
-    names: List[Optional[str]] = [*steps] or [None]
+    names: List[Optional[str]] = [step.name for step in task.steps] or [None]
     for step in names:
         try:
-            choice = choose_verifier(task_dir, None, step)
-        except TaskError:
-            continue  # no verifier at all: load_task and the run say so
+            choice = choose_verifier(task.path, task.dataset_root, step)
+        except TaskError as error:
+            findings.append(_error(error, task.path))
+            continue
         shells = [folder / "test.sh" for folder in choice.tests_dirs if (folder / "test.sh").is_file()]
         if choice.kind != TEST_SH or b"verifier.py" in shells[0].read_bytes():
             continue
@@ -549,5 +560,6 @@ __all__ = [
     "check",
     "check_task",
     "exit_status",
+    "missing_task_data",
     "unusable_verify",
 ]

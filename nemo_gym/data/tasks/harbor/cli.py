@@ -327,16 +327,35 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         )
     if args.response and _never_reads(task, args.step, "response"):
         print(f"{PROG}: note: verify declares no `response`, so {args.response} was not read", file=sys.stderr)
+    if outcome.failure_kind is not None and args.task_data is None:
+        said = _missing_task_data(task, args.step)
+        if said is not None:
+            print(f"{PROG}: note: {said}", file=sys.stderr)
     return outcome
+
+
+def _python_verifier(task: Task, step: Optional[str]) -> Optional[Path]:
+    """The ``verifier.py`` a run of ``task`` (its ``step``) chooses, ``None`` for a ``test.sh``."""
+    from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier
+
+    choice = task_verifier(task, step)
+    return choice.verifier_path if choice.kind == PYTHON else None
 
 
 def _never_reads(task: Task, step: Optional[str], name: str) -> bool:
     """Whether the Python verifier a run of ``task`` chooses certainly never gets ``name``."""
     from nemo_gym.data.tasks.harbor.check import never_reads
-    from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier
 
-    choice = task_verifier(task, step)
-    return choice.kind == PYTHON and choice.verifier_path is not None and never_reads(choice.verifier_path, name)
+    verifier = _python_verifier(task, step)
+    return verifier is not None and never_reads(verifier, name)
+
+
+def _missing_task_data(task: Task, step: Optional[str]) -> Optional[str]:
+    """``check.missing_task_data`` for the Python verifier a run of ``task`` chooses."""
+    from nemo_gym.data.tasks.harbor.check import missing_task_data
+
+    verifier = _python_verifier(task, step)
+    return None if verifier is None else missing_task_data(task, verifier)
 
 
 def _local_note(missing: List[str], tasks: Sequence[str] = ()) -> str:
@@ -514,9 +533,11 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         except (TaskError, SandboxError) as error:
             loaded[task_id] = TaskResult(task_id, error=str(error))
 
-    stand_ins = {task_id: local_stand_ins(item) for task_id, item in loaded.items() if isinstance(item, Task)}
-    if args.sandbox == "local" and any(stand_ins.values()):
-        kinds = sorted({what.split(" '")[0] for missing in stand_ins.values() for what in missing})
+    stand_ins: Dict[str, List[str]] = {}
+    if args.sandbox == "local":
+        stand_ins = {task_id: local_stand_ins(item) for task_id, item in loaded.items() if isinstance(item, Task)}
+    if any(stand_ins.values()):
+        kinds = sorted({re.split(r" ['(]", what)[0] for missing in stand_ins.values() for what in missing})
         tasks = [task_id for task_id, missing in stand_ins.items() if missing]
         print(f"note: {_local_note(kinds, tasks)}", file=sys.stderr if args.json else sys.stdout, flush=True)
 
@@ -535,7 +556,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         verdict=lambda result: (
             result.passed,
             f"{result.task_id}: {_verdict(result)}",
-            [] if result.passed else _failure_details(result),
+            [] if result.passed else _failure_details(result) + _local_hint(stand_ins.get(result.task_id)),
         ),
     )
     try:
@@ -616,6 +637,17 @@ def _failure_details(result: Any) -> List[str]:
         lines.append("    the verifier's output (test-stdout.txt) ends:")
         lines += _tail(last.outcome.stdout)
     return lines
+
+
+def _local_hint(missing: Optional[List[str]]) -> List[str]:
+    """Below a task that failed in the local sandbox: what of its image it ran without
+    (``for_task.local_stand_ins``), the likeliest cause for a task whose files the image holds."""
+    if not missing:
+        return []
+    return [
+        f"    the local sandbox ran without {' or '.join(missing)}: the oracle started in an empty working "
+        "directory, without the files the image would hold; --sandbox docker grades in the task's image"
+    ]
 
 
 def _verdict(result: Any) -> str:

@@ -742,6 +742,12 @@ def no_task_reason(root: Union[str, Path]) -> str:
     command that validates or publishes nothing must say so, not report success)."""
     if (Path(root) / "task.toml").is_file():
         return f"{root}: is a task folder, not a dataset; give the folder that holds it"
+    marks = [name for name in ("tests/", "task_data.json") if (Path(root) / name).exists()]
+    if marks:  # a dataset's task given alone: only task.toml makes a folder one task by itself
+        return (
+            f"{root}: holds no task folder and no rows.jsonl; it has {' and '.join(marks)} as a task has, but no "
+            "task.toml, which a task given alone needs (an empty one will do)"
+        )
     return f"{root}: holds no task folder (one with task.toml, tests/ or task_data.json) and no rows.jsonl"
 
 

@@ -152,7 +152,13 @@ def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None, step: O
     if step is None and dataset_root is not None and (dataset_root / "verifier.py").is_file():
         return VerifierChoice(PYTHON, (), dataset_root / "verifier.py")
     where = f"{task_dir}/steps/{step}" if step else str(task_dir)
-    raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it")
+    # A new author's slip: the verifier written beside task.toml (or the step's instruction.md).
+    misplaced = (
+        " (its verifier.py belongs in tests/: move it to tests/verifier.py)"
+        if (Path(where) / "verifier.py").is_file()
+        else ""
+    )
+    raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it{misplaced}")
 
 
 def task_verifier(task: Task, step: Optional[str] = None) -> VerifierChoice:

@@ -98,7 +98,11 @@ def local_stand_ins(task: Task) -> List[str]:
     if task.environment.docker_image:
         missing.append(f"[environment].docker_image {task.environment.docker_image!r}")
     elif (task.path / "environment" / "Dockerfile").is_file():
-        missing.append("environment/Dockerfile")
+        # The files beside it are what a COPY brings in (a new author's input data): named, as the
+        # local sandbox's working directory lacks them.
+        beside = sorted(path.name for path in (task.path / "environment").iterdir() if path.name != "Dockerfile")
+        shown = ", ".join(beside[:3]) + (" and more" if len(beside) > 3 else "")
+        missing.append("environment/Dockerfile" + (f" (with {shown} beside it)" if beside else ""))
     verifier = task.verifier.environment
     if verifier is not None and verifier.docker_image:
         missing.append(f"[verifier.environment].docker_image {verifier.docker_image!r}")
