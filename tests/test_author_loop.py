@@ -97,6 +97,8 @@ def test_the_readmes_task_in_steps_validates_and_verifies_as_it_says(tmp_path):
     readme = (ROOT / "README.md").read_text()
     for line in ("tests/ini_check.py", "steps/create/workdir/README.txt", "steps/extend/tests/verifier.py"):
         assert f"  {line} " in readme, line
+    toml = readme.split("`task.toml`, whole:\n\n```toml\n", 1)[1].split("```", 1)[0]
+    assert toml == STEPS_TASK["task.toml"]  # the README's task.toml is the one validated below
     task = write_files(tmp_path / "config-steps", STEPS_TASK)
     assert "gym-harbor dataset validate config-steps" in readme
     validated = gym("dataset", "validate", str(task))

@@ -58,7 +58,8 @@ TASK = Path(__file__).resolve().parent
 
 def test_the_right_answer_scores_1(tmp_path):
     (tmp_path / "answer.txt").write_text("42\\n")
-    assert run_verify(TASK, workspace=tmp_path).reward == 1.0
+    result = run_verify(TASK, workspace=tmp_path)
+    assert result.reward == 1.0, result.log  # the log: the runner's error and traceback, if verify failed
 
 
 def test_a_wrong_answer_scores_0(tmp_path):
@@ -69,7 +70,7 @@ def test_a_wrong_answer_scores_0(tmp_path):
 
 def test_no_answer_scores_0(tmp_path):
     result = run_verify(TASK, workspace=tmp_path)
-    assert result.ok and result.reward == 0.0  # ok: a 0 that verify returned, not an error of it
+    assert result.ok and result.reward == 0.0, result.log  # ok: a 0 that verify returned, not an error of it
 ''',
 }
 
@@ -107,13 +108,14 @@ TASK = Path(__file__).resolve().parent
 
 def test_the_answer_line_is_graded(tmp_path):
     (tmp_path / "answer.md").write_text("Some reasoning.\\n\\nAnswer: paris\\n")
-    assert run_verify(TASK, workspace=tmp_path).reward == 1.0
+    result = run_verify(TASK, workspace=tmp_path)
+    assert result.reward == 1.0, result.log  # the log: the runner's error and traceback, if verify failed
 
 
 def test_a_wrong_answer_scores_0(tmp_path):
     (tmp_path / "answer.md").write_text("Answer: Lyon\\n")
     result = run_verify(TASK, workspace=tmp_path)
-    assert result.ok and result.reward == 0.0  # ok: a 0 that verify returned, not an error of it
+    assert result.ok and result.reward == 0.0, result.log  # ok: a 0 that verify returned, not an error of it
 
 
 def test_no_answer_file_scores_0(tmp_path):
