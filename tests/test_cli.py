@@ -347,33 +347,48 @@ def test_validate_takes_one_task_folder_with_its_datasets_settings(tmp_path):
     assert validated.returncode == 1 and "| two |" in validated.stdout and "| one |" not in validated.stdout, validated
 
 
-@pytest.mark.parametrize("given", ["empty", "task", "untitled"])
+@pytest.mark.parametrize("given", ["empty", "untitled"])
 def test_a_command_given_no_task_fails_naming_the_folder(tmp_path, given):
     # A new author's walkthrough (2026-12-02): validate, publish and check of a task folder, or of an
     # empty one, reported "0 of 0 task(s) scored full marks", "published 0 task(s)" or "nothing found",
     # with exit status 0: a CI job would have passed for nothing.
     folder = tmp_path / "folder"
     folder.mkdir()
-    if given == "task":
-        write_files(folder, {"task.toml": "", "tests/verifier.py": "def verify():\n    return 1.0\n"})
     if given == "untitled":  # a task's folder without task.toml: a dataset's task, never one alone
         write_files(folder, {"task_data.json": "{}", "tests/verifier.py": "def verify():\n    return 1.0\n"})
-    reasons = {
+    reason = {
         "empty": "holds no task folder (one with task.toml, tests/ or task_data.json) and no rows.jsonl",
-        "task": "is a task folder, not a dataset",
         "untitled": "holds no task folder and no rows.jsonl; it has tests/ and task_data.json as a task has, "
         "but no task.toml, which a task given alone needs (an empty one will do)",
-    }
-    reason = reasons[given]
-    if given != "task":  # validate takes one task folder (below)
-        validated = gym("dataset", "validate", str(folder))
-        assert validated.returncode == 1 and reason in validated.stderr, validated
+    }[given]
+    validated = gym("dataset", "validate", str(folder))
+    assert validated.returncode == 1 and reason in validated.stderr, validated
     published = gym("dataset", "publish", "--harbor", str(folder), str(tmp_path / "out"))
     assert published.returncode == 1 and reason in published.stderr, published
     assert not (tmp_path / "out").exists()
-    if given != "task":  # check takes a task folder too
-        checked = gym("check", str(folder))
-        assert checked.returncode != 0 and reason in checked.stdout, checked
+    checked = gym("check", str(folder))
+    assert checked.returncode != 0 and reason in checked.stdout, checked
+
+
+def test_publish_takes_one_task_folder_as_check_and_validate_do(tmp_path):
+    # A new author's walkthrough (2026-12-05): publish refused a task folder that check and validate took.
+    dataset = write_files(
+        tmp_path / "ds",
+        {
+            "dataset.toml": "timeout_multiplier = 2\n",
+            "one/task.toml": "[verifier]\ntimeout_sec = 30\n",
+            "one/instruction.md": "Say hello.\n",
+            "one/tests/verifier.py": "def verify():\n    return 1.0\n",
+            "two/instruction.md": "Not this one.\n",
+            "two/tests/verifier.py": "def verify():\n    return 1.0\n",
+        },
+    )
+    published = gym("dataset", "publish", "--harbor", str(dataset / "one"), str(tmp_path / "out"))
+    assert published.returncode == 0 and "published 1 task(s) for Harbor" in published.stdout, published
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["one"]
+    assert (tmp_path / "out" / "one" / "tests" / "test.sh").is_file()
+    # With what its dataset adds: the timeout_multiplier, as the task's own timeout in Harbor.
+    assert "timeout_sec = 60" in (tmp_path / "out" / "one" / "task.toml").read_text()
 
 
 def test_validate_notes_what_full_marks_would_hide(tmp_path, capsys):

@@ -54,7 +54,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -66,7 +66,7 @@ from nemo_gym.data.tasks.harbor.staging import (
     merged_test_files,
     shim_files,
 )
-from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, load_dataset, no_task_reason
+from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, is_single_task, load_dataset, no_task_reason
 from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 from nemo_gym.data.tasks.harbor.verifier_env import SEPARATE, step_verifier_mode, verifier_mode
 from nemo_gym.data.tasks.harbor.workdir import working_directory
@@ -437,10 +437,18 @@ def publish_problems(dataset_root: Union[str, Path]) -> List[PublishProblem]:
     return group_refusals(refusals, tuple(dataset.rows))
 
 
+def _alone(task_dir: Path) -> Dataset:
+    """One task folder as the only task of a dataset: with what its dataset adds (``dataset.toml``, a
+    dataset's ``verifier.py``) where the folder holding it is one, as ``load_task`` loads it."""
+    folder = Path(task_dir).resolve()
+    parent = folder.parent
+    holder = load_dataset(parent) if (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file() else None
+    return replace(holder, folders=(folder.name,), rows={}) if holder else Dataset(parent, folders=(folder.name,))
+
+
 def task_publish_problems(task_dir: Union[str, Path]) -> List[PublishProblem]:
     """``publish_problems`` of one task folder, as the only task of a dataset."""
-    folder = Path(task_dir)
-    _, refusals = _publication(Dataset(folder.parent, folders=(folder.name,)), DEFAULT_BASE_IMAGE)
+    _, refusals = _publication(_alone(Path(task_dir)), DEFAULT_BASE_IMAGE)
     return group_refusals(refusals, ())
 
 
@@ -452,17 +460,19 @@ def publish_for_harbor(
     skip_refused: bool = False,
 ) -> List[str]:
     """Writes the Harbor copy of the dataset into ``out`` (which must not exist yet, or be empty);
-    returns the published task ids. ``base_image`` (default ``DEFAULT_BASE_IMAGE``) is the image a
-    task without ``[environment].docker_image`` starts from. ``PublishError`` naming every refused
-    task, a line per reason, writing nothing; with ``skip_refused``, the other tasks are written
-    (``publish_problems`` names the ones left out), and only a dataset refused whole is an error."""
+    returns the published task ids. ``dataset_root`` may be one task folder (``task.is_single_task``):
+    it is published alone, as ``out/<its name>/``, with what its dataset adds. ``base_image``
+    (default ``DEFAULT_BASE_IMAGE``) is the image a task without ``[environment].docker_image``
+    starts from. ``PublishError`` naming every refused task, a line per reason, writing nothing;
+    with ``skip_refused``, the other tasks are written (``publish_problems`` names the ones left
+    out), and only a dataset refused whole is an error."""
     image = DEFAULT_BASE_IMAGE if base_image is None else base_image
     if not _IMAGE.fullmatch(image):
         raise PublishError(f"the base image {image!r} is not an image name publishing writes into a Dockerfile")
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise PublishError(f"{out}: already exists and is not an empty folder; publish into a new one")
-    dataset = load_dataset(dataset_root)
+    dataset = _alone(Path(dataset_root)) if is_single_task(dataset_root) else load_dataset(dataset_root)
     if not dataset.task_ids:
         raise PublishError(no_task_reason(dataset_root))
     files, refusals = _publication(dataset, image)
