@@ -126,7 +126,10 @@ def unknown_keys(table: Mapping[str, Any], schema: Schema, where: str, prefix: s
         if key not in schema and "*" not in schema:
             close = difflib.get_close_matches(str(key), [str(known) for known in schema if known != "*"], n=1)
             hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-            findings.append(Finding(WARNING, where, name, f"unknown key, ignored (as Harbor ignores it){hint}"))
+            # A misspelt table takes its settings with it: say which, as they silently keep their defaults.
+            inner = [str(item) for item in value] if isinstance(value, dict) else []
+            lost = f", and with it {', '.join(inner[:3])}{' and more' if len(inner) > 3 else ''}" if inner else ""
+            findings.append(Finding(WARNING, where, name, f"unknown key, ignored (as Harbor ignores it){lost}{hint}"))
             continue
         shape = schema.get(key, schema.get("*"))
         if isinstance(shape, list) and isinstance(value, list):
