@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -572,8 +572,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         print("| task | oracle | reward | result |")
         print("|---|---|---:|---|")
         for result in results:
-            oracle = ", ".join(step.oracle for step in result.steps) or "-"
-            reward = "-" if result.reward is None else f"{result.reward:g}"
+            oracle, reward = _oracles_and_rewards(result)
             print(f"| {result.task_id} | {oracle} | {reward} | {'ok' if result.passed else 'FAILED'} |")
         print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
     if failed:
@@ -648,6 +647,20 @@ def _local_hint(missing: Optional[List[str]]) -> List[str]:
         f"    the local sandbox ran without {' or '.join(missing)}: the oracle started in an empty working "
         "directory, without the files the image would hold; --sandbox docker grades in the task's image"
     ]
+
+
+def _oracles_and_rewards(result: Any) -> Tuple[str, str]:
+    """The oracle and the reward columns of a task's row: a multi-step task's, step by step
+    (``create: solve.sh, extend: answer.md`` and ``1, 0.5``), a step that never ran left out."""
+    steps = result.steps
+    if not steps:
+        return "-", "-"
+    if len(steps) == 1 and steps[0].step is None:
+        outcome = steps[0].outcome
+        return steps[0].oracle, "-" if outcome is None else f"{outcome.reward:g}"
+    oracles = ", ".join(f"{step.step}: {step.oracle}" for step in steps)
+    rewards = ", ".join("-" if step.outcome is None else f"{step.outcome.reward:g}" for step in steps)
+    return oracles, rewards
 
 
 def _verdict(result: Any) -> str:
