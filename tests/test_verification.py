@@ -506,6 +506,60 @@ def test_a_disk_the_agent_filled_masks_as_disk_full(tmp_path, monkeypatch):
     assert "the disk: 0 of 512 blocks free to users" in outcome.detail, outcome.detail
 
 
+FILLS_LOGS = """\
+def verify(workspace):
+    # What an agent's leftover process does while grading runs: take every block left on the disk
+    # that holds /logs (its own, here), so that the runner cannot write reward.json.
+    try:
+        with open("/logs/filler", "wb", buffering=0) as filler:
+            while True:
+                filler.write(bytes(65536))
+    except OSError:
+        pass
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize(
+    ("verifier", "masked_as"),
+    [
+        (FILLS_LOGS, DISK_FULL),
+        # The agent's answer carries the words of a full disk into verify's error: a 0, never a mask.
+        (
+            "def verify(workspace):\n    raise ValueError((workspace / 'answer.txt').read_text())\n",
+            None,
+        ),
+    ],
+)
+def test_a_reward_json_a_full_disk_kept_out_masks_as_disk_full(tmp_path, verifier, masked_as):
+    # An operator's trial (2026-12-05): /logs on a full disk scored a 0 (harbor:missing_reward), where a
+    # full disk under /tests masks as disk_full.
+    from test_attacks import needs_root
+
+    needs_root()
+    disk = tmp_path / "logs"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        planted = "cannot write reward.json: [Errno 28] No space left on device: '/logs/verifier/reward.json'\n"
+        workspace = write_files(tmp_path / "workspace", {"answer.txt": planted})
+        task = write_files(tmp_path / "task", {"tests/verifier.py": verifier})
+
+        async def run() -> VerificationOutcome:
+            async with LocalSandbox(workspace, mounts={"/logs": disk}) as sandbox:
+                return await run_verification(plan_verification(load_task(task)), sandbox)
+
+        outcome = asyncio.run(run())
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+    if masked_as is None:
+        assert (outcome.masked, outcome.reward, outcome.failure_kind) == (False, 0.0, MISSING_REWARD), outcome
+        assert "verify raised ValueError: cannot write reward.json" in outcome.detail
+    else:
+        assert (outcome.masked, outcome.mask_reason) == (True, masked_as), outcome
+        assert "the runner could not write reward.json: [Errno 28] No space left on device" in outcome.detail
+
+
 @pytest.mark.parametrize(
     "text, full",
     [
