@@ -99,6 +99,14 @@ ANSWERS = [
     ("Answer：", None),
     ("Answer：\n", None),
     ("Answer；5", None),  # a fullwidth semicolon is not a colon
+    # Bold answers (an author's trial, 2026-12-05: "Answer: **42**." gave "42**", a right answer's 0).
+    ("Answer: **42**.", "42"),
+    ("Answer: **42.**", "42"),
+    ("**Answer:** **$42**.", "$42"),
+    ("**Answer:**\n\n**42**", "42"),
+    ("**Answer:**\n\n**42**.", "42"),
+    ("Answer: **x**y**.", "x**y"),  # asterisks inside the answer are its own
+    ("Answer: **Paris**!", "Paris**!"),  # only a full stop is taken off (documented)
 ]
 
 

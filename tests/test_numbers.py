@@ -63,12 +63,18 @@ PARSED = [
     ("1e0001", Fraction(10)),  # an exponent's leading zeros
     ("25e-0002", Fraction(1, 4)),
     ("1" * 4300 + "½", int("1" * 4300) + Fraction(1, 2)),
+    # An author's trial (2026-12-05): LaTeX's thousands separator and markdown code, as models write them.
+    ("1{,}234", Fraction(1234)),
+    ("$\\boxed{1{,}234{,}567}$", Fraction(1234567)),
+    ("`1234`", Fraction(1234)),
+    ("`-3.5`.", Fraction(-7, 2)),
+    ("**`42`**", Fraction(42)),
 ]
 
 NOT_NUMBERS = [
     "nan", "NaN", "inf", "-inf", "Infinity", "five", "0x1F", "10²", "0.1+0.2", "5 apples", "1,5",
     "1_000", "0,123", "12,34", "--5", "- 5", "+-5", "-$-5", "5..", "", " ", "$", "1/0", "\\frac{1}{0}",
-    "\\boxed{1}+\\boxed{2}", "1e", "e5", "1.2.3", True, False, None, [1], float("nan"), float("inf"),
+    "\\boxed{1}+\\boxed{2}", "1e", "e5", "1{,}5", "1{,}23", "{,}123", "``", "`5", "1{,}{,}000", "1.2.3", True, False, None, [1], float("nan"), float("inf"),
     Decimal("NaN"), Decimal("sNaN"), Decimal("-Infinity"), Decimal("1e999999999"), "1e999999999", "1e-999999999", "5 × 10^{999999999}", "1" * 5000,
     # Red team 32: each raised ValueError (int() of more than 4300 digits) where the text is no number.
     "1e" + "0" * 4999 + "1", "1 \\times 10^{" + "0" * 4999 + "1}", "\\frac{1e" + "0" * 4999 + "1}{2}", "1" * 5000 + "½",

@@ -201,8 +201,8 @@ def _payload(text: str, label: Label) -> Optional[str]:
         if not payload.endswith("_" * owed):
             return None  # "_Answer: 42": an unbalanced underscore is not emphasis
         return payload[:-owed].strip().strip("*").strip()
-    if not payload:
-        payload = next((line.strip() for line in lines[1:] if line.strip()), "")
+    if not payload:  # "**Answer:**" alone, the answer on a later line ("**42**"), as bold as the label's
+        payload = next((line.strip() for line in lines[1:] if line.strip()), "").strip("*").strip()
     return payload
 
 
@@ -214,8 +214,9 @@ def extract_answer(text: Any) -> Optional[str]:
     just after it or at the end of the payload's line (``_Answer: 42_``), else the label is
     malformed and gives ``None`` (``_Answer: 42``, ``Answer_: 42``); a label inside a word or an
     identifier (``my_answer:``) is no label. The payload is the rest of the label's line, or the
-    next non-empty line when that is empty; wrapping ``$…$`` and one trailing ``.`` are removed.
-    ``None`` when there is no label or it has no payload.
+    next non-empty line when that is empty; asterisk emphasis around it (``**42**``, ``**42**.``),
+    wrapping ``$…$`` and one trailing ``.`` are removed. ``None`` when there is no label or it has
+    no payload.
     """
     text = _text_or_none(text, "extract_answer")
     if text is None:
@@ -227,7 +228,8 @@ def extract_answer(text: Any) -> Optional[str]:
     if not payload:
         return None
     if payload.endswith("."):
-        payload = payload[:-1].rstrip()
+        # The full stop may follow the emphasis ("**42**."): the asterisks it kept are emphasis too.
+        payload = payload[:-1].rstrip().strip("*").strip()
     for wrapper in ("$$", "$"):
         if len(payload) > 2 * len(wrapper) and payload.startswith(wrapper) and payload.endswith(wrapper):
             payload = payload[len(wrapper) : -len(wrapper)].strip()

@@ -73,7 +73,7 @@ _PATTERNS = Patterns(
 
 # Decorations that may wrap the whole string: (opening, closing); brace-closed ones are checked
 # for balance so that "\boxed{1}+\boxed{2}" is not read as one box.
-_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
+_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"))
 _BRACE_WRAPPERS = ("\\boxed{", "\\fbox{", "\\text{", "\\textbf{", "\\mathrm{", "\\mathbf{")
 
 
@@ -165,7 +165,8 @@ def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
     """``(value, has_percent)`` for a number written as text, else ``None``."""
     if len(text) > MAX_NUMBER_TEXT:
         return None
-    text = text.translate(_FOLD).strip()
+    # LaTeX's thousands separator, 1{,}234 (a comma is punctuation in math mode without the braces).
+    text = text.translate(_FOLD).replace("{,}", ",").strip()
     percent = dot = False
     decorations = 0
     while True:
@@ -242,9 +243,10 @@ def parse_number(value: Any) -> Optional[Fraction]:
     Reads ints of any size (up to ``MAX_DIGITS`` digits in text), decimals, ``e`` exponents and
     ``× 10^{n}`` (beyond ``EXPONENT_CAP``: not a number), a leading ``+``, the Unicode minus,
     strict thousands groups, a leading currency sign, ``a/b``, ``\\frac{a}{b}``, vulgar fractions,
-    full-width digits, one trailing ``.``, a trailing ``%`` (dropped: ``"50%"`` is 50) and
-    decorations that wrap the whole string (``$…$``, ``\\(…\\)``, ``**…**``, ``\\boxed{…}``,
-    ``\\text{…}``; at most ``MAX_DECORATIONS`` deep). Never a number: ``bool``, ``nan``, ``inf``,
+    full-width digits, one trailing ``.``, a trailing ``%`` (dropped: ``"50%"`` is 50), LaTeX's
+    ``{,}`` thousands separator (``1{,}234``) and decorations that wrap the whole string
+    (``$…$``, ``\\(…\\)``, ``**…**``, `` `…` ``, ``\\boxed{…}``, ``\\text{…}``; at most
+    ``MAX_DECORATIONS`` deep). Never a number: ``bool``, ``nan``, ``inf``,
     words, hex, superscripts, expressions, leftovers such as ``"5 apples"``, text longer than
     ``MAX_NUMBER_TEXT`` characters.
     """
