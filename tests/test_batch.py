@@ -293,3 +293,43 @@ def test_validate_fills_secrets_and_never_prints_them(tmp_path):
 def test_validate_refuses_a_jobs_below_one(tmp_path):
     ran = _validate(str(EXAMPLES), "--jobs", "0")
     assert ran.returncode == 2 and "gym-harbor dataset validate: error: --jobs 0: give at least 1" in ran.stderr
+
+
+# --- An operator's trial (2026-12-05): the caller's mistakes raise, a display cannot lose a batch ---
+
+
+def test_a_progress_callback_that_raises_loses_nothing(caplog):
+    async def work(item: int) -> int:
+        return item * 2
+
+    def broken(done: int, total: int, index: int, result: int) -> None:
+        raise ZeroDivisionError("a display's bug")
+
+    assert asyncio.run(map_bounded([1, 2, 3], work, jobs=2, progress=broken)) == [2, 4, 6]
+    assert "the progress callback raised ZeroDivisionError" in caplog.text
+
+
+def test_verify_rollouts_refuses_what_is_not_a_rollout_and_a_bad_jobs(tmp_path):
+    task = load_task(EXAMPLES / "answer-file")
+    sandbox = LocalSandbox(tmp_path)
+    with pytest.raises(TypeError, match=r"rollout 0: its plan must be a VerificationPlan \(plan_verification's\)"):
+        asyncio.run(verify_rollouts([Rollout(None, sandbox)]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="rollout 1: must be a Rollout, not tuple"):
+        asyncio.run(verify_rollouts([Rollout(plan_verification(task), sandbox), (1, 2)]))  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="jobs must be a whole number of at least 1, not 0"):
+        asyncio.run(verify_rollouts([Rollout(plan_verification(task), sandbox)], jobs=0))
+
+
+@needs_namespaces
+def test_rollouts_sharing_one_sandbox_are_graded_one_after_another(tmp_path):
+    # Two gradings at once in one sandbox share /tests and /logs/verifier: two of three were masked,
+    # with a detail that read as a full disk. They now wait for each other.
+    task = load_task(EXAMPLES / "answer-file")
+    (tmp_path / "answer.txt").write_text("Paris\n")
+
+    async def run() -> List[Any]:
+        async with LocalSandbox(tmp_path, workdir="/workspace") as sandbox:
+            return await verify_rollouts([Rollout(plan_verification(task), sandbox)] * 3, jobs=3)
+
+    outcomes = asyncio.run(run())
+    assert [(outcome.reward, outcome.masked) for outcome in outcomes] == [(1.0, False)] * 3, outcomes

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 from support import EXAMPLES, write_files
 
+from nemo_gym.data.tasks.harbor.responses import response
 from nemo_gym.data.tasks.harbor.rewards import INVALID_REWARD, MISSING_REWARD, VERIFIER_TIMEOUT
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, PipedResult, SandboxError
@@ -607,3 +608,51 @@ def test_a_verify_the_runner_can_never_call_is_the_authors_error(tmp_path, sourc
 def test_a_verify_that_may_be_callable_is_planned(tmp_path, source):
     task = write_files(tmp_path / "task", {"task.toml": "", "tests/verifier.py": source})
     assert plan_verification(load_task(task)).kind == "verifier.py"
+
+
+# --- An operator's trial (2026-12-05): plan_verification's arguments are checked, in one sentence ---
+
+
+@pytest.mark.parametrize("seconds", [-1, 0, float("nan"), float("inf"), "5", True, None])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_any_sandbox(seconds):
+    task = load_task(EXAMPLES / "answer-file")
+    if seconds is None:  # the task's own
+        assert plan_verification(task, timeout_sec=seconds).timeout_sec == 60.0
+        return
+    with pytest.raises(TaskError, match=r"timeout_sec must be a finite number of seconds above 0, not "):
+        plan_verification(task, timeout_sec=seconds)
+
+
+def test_a_response_or_task_data_that_is_no_json_object_is_a_task_error_and_any_mapping_will_do():
+    import types
+    from collections import UserDict
+
+    task = load_task(EXAMPLES / "numeric-response")
+    with pytest.raises(TaskError, match=r"the response must be a JSON object \(a dict\), not str"):
+        plan_verification(task, response="Answer: 4.2")  # type: ignore[arg-type]
+    with pytest.raises(TaskError, match="task_data cannot be written as JSON"):
+        plan_verification(task, task_data={"answer": object()})
+    given = response("Answer: 4.2")
+    proxied = plan_verification(task, response=types.MappingProxyType(given), task_data=UserDict({"answer": "4.2"}))
+    assert proxied.files == plan_verification(task, response=given, task_data={"answer": "4.2"}).files
+
+
+def test_a_task_is_a_task_or_its_folder_and_secrets_are_strings(tmp_path):
+    by_path = plan_verification(EXAMPLES / "answer-file")  # type: ignore[arg-type]
+    assert by_path.files == plan_verification(load_task(EXAMPLES / "answer-file")).files
+    assert plan_verification(str(EXAMPLES / "answer-file")).files == by_path.files  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match="plan_verification\\(\\): task must be a Task \\(load_task's\\) or a task folder, not int"
+    ):
+        plan_verification(5)  # type: ignore[arg-type]
+    with pytest.raises(TaskError, match="secrets must map names to strings: 'A' is int"):
+        plan_verification(load_task(EXAMPLES / "answer-file"), secrets={"A": 1})  # type: ignore[dict-item]
+
+
+def test_a_docker_sandbox_never_started_is_the_callers_mistake_and_raises(tmp_path):
+    from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxNotStarted
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    sandbox = DockerSandbox("any-image", workspace=tmp_path, client=object())
+    with pytest.raises(SandboxNotStarted, match="use it as `async with`"):
+        asyncio.run(run_verification(plan_verification(load_task(EXAMPLES / "answer-file")), sandbox))

@@ -10,6 +10,7 @@ cluster); ``jobs`` bounds how many this process drives at once, whatever runs th
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass
 from typing import (
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, VerificationPlan
 
+LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 # The machine's cores: a verification's own work on this host (staging, reading results) is CPU,
@@ -55,7 +57,8 @@ async def map_bounded(
 ) -> List[R]:
     """``work(item)`` for every item, at most ``jobs`` at once; the results in the items' order.
 
-    ``progress(done, total, index, result)`` is called as each one ends (in the order they end).
+    ``progress(done, total, index, result)`` is called as each one ends (in the order they end);
+    an exception it raises is logged, never raised (the results are kept).
     The first exception cancels the work still running and is raised: callers turn the faults they
     expect into results, so what escapes is a mistake that must be seen.
     """
@@ -73,7 +76,10 @@ async def map_bounded(
             results[index] = result
             done += 1
             if progress is not None:
-                progress(done, total, index, result)
+                try:
+                    progress(done, total, index, result)
+                except Exception as error:  # a display's bug must not lose the results
+                    LOGGER.warning("the progress callback raised %s: %s", type(error).__name__, error)
 
     workers = [asyncio.ensure_future(worker()) for _ in range(min(jobs, total))]
     try:
@@ -102,6 +108,7 @@ async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
     """One rollout's outcome, in shared or separate mode as its plan says. Any fault of its sandbox
     (an agent may cause one) masks this rollout alone; the task's mistakes raise."""
     from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
+    from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxNotStarted
     from nemo_gym.data.tasks.harbor.separate import run_separate_verification
     from nemo_gym.data.tasks.harbor.verification import count_mask, masked, run_verification
 
@@ -110,7 +117,7 @@ async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
             return await run_verification(rollout.plan, rollout.sandbox)
         assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
         return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
-    except (TaskError, ImageBuildError):
+    except (TaskError, ImageBuildError, SandboxNotStarted):
         raise
     except Exception as error:  # this sandbox's fault, whatever its kind: this rollout's mask alone
         detail = rollout.plan.redact(f"the verification failed: {type(error).__name__}: {error}")
@@ -130,13 +137,22 @@ async def verify_rollouts(
     ``TaskError`` before any verification starts; a task's mistake found during a run (``TaskError``)
     stops the batch and is raised, since every rollout of that task would hit it.
     """
+    from nemo_gym.data.tasks.harbor.verification import VerificationPlan
+
     items = list(rollouts)
     for index, rollout in enumerate(items):
+        if not isinstance(rollout, Rollout):
+            raise TypeError(f"rollout {index}: must be a Rollout, not {type(rollout).__name__}")
+        if not isinstance(rollout.plan, VerificationPlan):
+            raise TypeError(
+                f"rollout {index}: its plan must be a VerificationPlan (plan_verification's), "
+                f"not {type(rollout.plan).__name__}"
+            )
         if rollout.plan.mode == "separate" and (rollout.task is None or rollout.open_verifier is None):
             raise TaskError(
                 f"rollout {index}: its verifier runs in a sandbox of its own: give its task and open_verifier"
             )
-    return await map_bounded(items, verify_rollout, jobs=jobs or default_jobs(), progress=progress)
+    return await map_bounded(items, verify_rollout, jobs=default_jobs() if jobs is None else jobs, progress=progress)
 
 
 __all__ = ["DEFAULT_JOBS", "Rollout", "default_jobs", "map_bounded", "verify_rollout", "verify_rollouts"]

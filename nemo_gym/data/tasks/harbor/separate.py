@@ -22,7 +22,7 @@ from nemo_gym.data.tasks.harbor.artifacts import Artifact, CollectedArtifacts, c
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
 from nemo_gym.data.tasks.harbor.network import verifier_network
-from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, sandbox_option
+from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, require_started, sandbox_option
 from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table, sidecar_refusal
 from nemo_gym.data.tasks.harbor.verification import (
     ENTRYPOINT_FAILED,
@@ -141,6 +141,7 @@ async def run_separate_verification(
     raise."""
     if plan.mode != "separate":
         raise TaskError(f"{task.path / 'task.toml'}: this verifier runs in the agent's sandbox: use run_verification")
+    require_started(agent)
     spec = verifier_sandbox_spec(task, plan.step, host_env)
     artifacts = _artifacts(task, plan.step)
     await run_collect_hooks(plan.collect, agent)

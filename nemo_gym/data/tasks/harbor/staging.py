@@ -92,7 +92,9 @@ def json_bytes(value: Mapping[str, Any], what: str, *, allow_nan: bool = False) 
         raise StagingError(f"{what} must be a JSON object (a dict), not {type(value).__name__}")
     try:
         # ensure_ascii: CPython's escaping encoder is twice as fast as its UTF-8 one, and lossless.
-        return json.dumps(value, allow_nan=allow_nan).encode("ascii")
+        # Any mapping (a MappingProxyType, a UserDict): json writes dicts alone.
+        plain = value if isinstance(value, dict) else dict(value)
+        return json.dumps(plain, allow_nan=allow_nan).encode("ascii")
     except (TypeError, ValueError) as error:
         raise StagingError(f"{what} cannot be written as JSON: {error}") from None
     except RecursionError:  # 3.8-3.11's encoder stops at some 990 levels

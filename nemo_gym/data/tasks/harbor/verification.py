@@ -11,17 +11,21 @@ over any file). Faults of the sandbox mask the sample, never score it, and every
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import math
 import os
 import re
 import secrets
 import tempfile
 import time
+import weakref
 from collections import Counter
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
 from nemo_gym.data.tasks.harbor.check import unusable_verify
@@ -53,17 +57,19 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
     names_root,
+    require_started,
     sandbox_option,
 )
 from nemo_gym.data.tasks.harbor.staging import (
     ShimFile,
+    StagingError,
     check_names,
     merged_test_files,
     run_archive,
     shim_files,
     stage_archive,
 )
-from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError
+from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError, load_task
 from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
 
 TEST_SH, PYTHON = "test.sh", "verifier.py"
@@ -120,6 +126,16 @@ class VerificationOutcome:
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+
+def _positive_seconds(value: Any) -> bool:
+    """Whether ``value`` is a real number of seconds above 0 (``bool`` and text are not)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    seconds = float(value)
+    return math.isfinite(seconds) and seconds > 0
 
 
 def masked(reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
@@ -206,7 +222,7 @@ class VerificationPlan:
 
 
 def plan_verification(
-    task: Task,
+    task: Union[Task, str, os.PathLike[str]],
     *,
     step: Optional[str] = None,
     response: Optional[Mapping[str, Any]] = None,
@@ -221,7 +237,28 @@ def plan_verification(
     A step's ``[steps.verifier]`` falls back as Harbor's does: its env lies over ``[verifier].env``,
     its user defaults to ``[verifier].user``, its timeout to 600 s (never the task's). Secrets fill
     ``${NAME}`` templates in the verifier env tables only, and win over the host environment.
+
+    ``task`` is a ``Task`` (``load_task``'s) or its folder. ``timeout_sec`` overrides the task's
+    timeout and must be a finite number of seconds above 0; ``response`` and ``task_data`` are any
+    mappings JSON can write (``TaskError`` otherwise).
     """
+    if isinstance(task, (str, os.PathLike)):
+        task = load_task(Path(task))
+    elif not isinstance(task, Task):
+        raise TypeError(
+            f"plan_verification(): task must be a Task (load_task's) or a task folder, not {type(task).__name__}"
+        )
+    if timeout_sec is not None and not _positive_seconds(timeout_sec):
+        raise TaskError(
+            f"plan_verification(): timeout_sec must be a finite number of seconds above 0, not {timeout_sec!r}"
+        )
+    given: Mapping[Any, Any] = secrets or {}  # a caller's, unchecked by type: any keys and values
+    for name, value in given.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            wrong = value if isinstance(name, str) else name
+            raise TaskError(
+                f"plan_verification(): secrets must map names to strings: {name!r} is {type(wrong).__name__}"
+            )
     where = f"{task.path / 'task.toml'} [verifier].env"
     choice = task_verifier(task, step)
     if step is None:
@@ -242,7 +279,10 @@ def plan_verification(
         unusable = unusable_verify(verifier)
         if unusable is not None:  # the author's mistake: every sample would score 0, so fail loudly
             raise TaskError(f"{choice.verifier_path}: {unusable}")
-        files = tuple(shim_files(verifier, data, response, task_files))
+        try:
+            files = tuple(shim_files(verifier, data, response, task_files))
+        except StagingError as error:  # a response or task_data that JSON cannot write
+            raise TaskError(str(error)) from None
     check_names(files)
     secrets = dict(secrets or {})
     source = {**(os.environ if host_env is None else host_env), **secrets}
@@ -296,11 +336,38 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
             "this sandbox cannot give a task's own test.sh a private /tests and /logs/verifier "
             "(the local sandbox needs Linux with bubblewrap for that); run it with --sandbox docker"
         )
+    require_started(sandbox)
     verifier = plan.user if plan.user is not None else sandbox_option(sandbox, "default_user", None)
     if not _is_admin(verifier, sandbox) and str(sandbox.admin_user) not in ("root", "0"):
         raise SandboxError(
             f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
         )
+    async with _one_at_a_time(sandbox):
+        return await _verify(plan, sandbox, verifier)
+
+
+# Gradings of one sandbox wait for each other: two at once share /tests and /logs/verifier, and
+# each removes what the other staged. By the sandbox's identity, for as long as it lives.
+_TURNS: weakref.WeakKeyDictionary[Any, Tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def _one_at_a_time(sandbox: Sandbox) -> AsyncIterator[None]:
+    """Holds ``sandbox``'s turn (a lock of the running loop's) for one grading; a sandbox that
+    cannot be weakly referenced is not serialised."""
+    loop = asyncio.get_running_loop()
+    try:
+        held = _TURNS.get(sandbox)
+        if held is None or held[0] is not loop:
+            held = _TURNS[sandbox] = (loop, asyncio.Lock())
+    except TypeError:  # unhashable, or no weak reference to it
+        yield
+        return
+    async with held[1]:
+        yield
+
+
+async def _verify(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[User]) -> VerificationOutcome:
     await run_collect_hooks(plan.collect, sandbox)
     alive, entrypoint_output = await entrypoint_state(sandbox)
     if alive is False:

@@ -31,6 +31,11 @@ class SandboxError(RuntimeError):
     """The sandbox failed (lost, unreachable, an upload that did not land): masked, never scored."""
 
 
+class SandboxNotStarted(RuntimeError):
+    """The caller's mistake, raised rather than masked: a sandbox used before it was started (or
+    after it was closed). Not a ``SandboxError``: no fault of the sandbox, every sample would hit it."""
+
+
 class ExecTimeout(SandboxError):
     """A command outlived the time the host gave it."""
 
@@ -185,6 +190,16 @@ def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     return getattr(sandbox, name, default)
 
 
+def require_started(sandbox: Any) -> None:
+    """``SandboxNotStarted`` for a sandbox that says it is not running (its optional ``started``):
+    every command in it would fail, and each sample would be masked for the caller's mistake."""
+    if sandbox_option(sandbox, "started", True) is False:
+        raise SandboxNotStarted(
+            f"the {type(sandbox).__name__} is not started: use it as `async with` (or await its start()) "
+            "before verifying in it"
+        )
+
+
 __all__ = [
     "CLEAN_SHELL_OPTIONS",
     "MAX_EXEC_OUTPUT_BYTES",
@@ -197,9 +212,11 @@ __all__ = [
     "PipedResult",
     "Sandbox",
     "SandboxError",
+    "SandboxNotStarted",
     "User",
     "causes",
     "names_root",
+    "require_started",
     "sandbox_option",
     "warn_killable_keep_alive",
 ]

@@ -547,6 +547,11 @@ class DockerSandbox:
             except Exception:  # already gone: nothing left to clean
                 pass
 
+    @property
+    def started(self) -> bool:
+        """Whether the container runs (``start``, or ``async with``), and has not been closed."""
+        return self._container is not None
+
     def _require(self) -> Any:
         if self._container is None:
             raise SandboxError("the container is not running (use the sandbox as `async with`)")
