@@ -66,7 +66,15 @@ from nemo_gym.data.tasks.harbor.staging import (
     merged_test_files,
     shim_files,
 )
-from nemo_gym.data.tasks.harbor.task import Dataset, Task, TaskError, is_single_task, load_dataset, no_task_reason
+from nemo_gym.data.tasks.harbor.task import (
+    Dataset,
+    Task,
+    TaskError,
+    holding_dataset,
+    is_single_task,
+    load_dataset,
+    no_task_reason,
+)
 from nemo_gym.data.tasks.harbor.verification import PYTHON, choose_verifier
 from nemo_gym.data.tasks.harbor.verifier_env import SEPARATE, step_verifier_mode, verifier_mode
 from nemo_gym.data.tasks.harbor.workdir import working_directory
@@ -441,9 +449,10 @@ def _alone(task_dir: Path) -> Dataset:
     """One task folder as the only task of a dataset: with what its dataset adds (``dataset.toml``, a
     dataset's ``verifier.py``) where the folder holding it is one, as ``load_task`` loads it."""
     folder = Path(task_dir).resolve()
-    parent = folder.parent
-    holder = load_dataset(parent) if (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file() else None
-    return replace(holder, folders=(folder.name,), rows={}) if holder else Dataset(parent, folders=(folder.name,))
+    holder = holding_dataset(folder)
+    return (
+        replace(holder, folders=(folder.name,), rows={}) if holder else Dataset(folder.parent, folders=(folder.name,))
+    )
 
 
 def task_publish_problems(task_dir: Union[str, Path]) -> List[PublishProblem]:

@@ -890,10 +890,16 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_ru
         return rows.task(row)
     if row is not None:
         raise TaskError(f"{path}: has no {ROWS_FILE}, so there is no row {row!r}")
-    parent = path.parent
-    is_dataset = (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file()
-    dataset = load_dataset(parent) if is_dataset else None
-    return _load(path, path.name, dataset, None, check_runnable)
+    return _load(path, path.name, holding_dataset(path), None, check_runnable)
+
+
+def holding_dataset(task_dir: Path) -> Optional[Dataset]:
+    """The dataset the folder holding ``task_dir`` is (it has ``dataset.toml`` or a dataset's
+    ``verifier.py``), whose settings the task takes; ``None`` when it is no dataset."""
+    parent = Path(task_dir).resolve().parent
+    if (parent / "dataset.toml").exists() or (parent / "verifier.py").is_file():
+        return load_dataset(parent)
+    return None
 
 
 def task_ids(root: Union[str, Path]) -> List[str]:
@@ -930,6 +936,7 @@ __all__ = [
     "env_table",
     "environment_config",
     "healthcheck_config",
+    "holding_dataset",
     "is_single_task",
     "is_task_folder",
     "load_dataset",

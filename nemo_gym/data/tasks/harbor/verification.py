@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import math
 import os
 import re
 import secrets
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from nemo_gym.data.tasks.harbor._values import finite_float
 from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
 from nemo_gym.data.tasks.harbor.check import unusable_verify
 from nemo_gym.data.tasks.harbor.collected import CACHE_TAG, Collected, CollectError, read_collected
@@ -78,8 +78,9 @@ ENTRYPOINT_FAILED = "harbor:entrypoint_failed"
 # Staging failed for want of space: still a mask (a neighbour's fill looks the same from inside the
 # sandbox), but counted apart, so that a policy that learns to fill its disk shows as a rising count.
 DISK_FULL = "disk_full"
-# How the runner reports a reward.json that a full disk kept out (_gym_runner_rare.fail; keep in sync).
-NO_ROOM_FOR_REWARD = "cannot write reward.json: [Errno 28] "
+# How the runner reports a reward.json it could not write (_gym_runner_rare.fail; keep in sync), and
+# the OSError that says the disk was full.
+CANNOT_WRITE_REWARD, NO_SPACE = "cannot write reward.json: ", "[Errno 28] "
 # Grading failed in a sandbox whose own limits (its pids or memory) left it no room. Only what runs
 # inside a container counts against them, so that is the agent's doing (a fill it left behind) or the
 # verifier's: scored 0, never masked (red team 34), and logged.
@@ -126,16 +127,6 @@ class VerificationOutcome:
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
-
-
-def _positive_seconds(value: Any) -> bool:
-    """Whether ``value`` is a real number of seconds above 0 (``bool`` and text are not)."""
-    import numbers
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    seconds = float(value)
-    return math.isfinite(seconds) and seconds > 0
 
 
 def masked(reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
@@ -248,7 +239,7 @@ def plan_verification(
         raise TypeError(
             f"plan_verification(): task must be a Task (load_task's) or a task folder, not {type(task).__name__}"
         )
-    if timeout_sec is not None and not _positive_seconds(timeout_sec):
+    if timeout_sec is not None and not (finite_float(timeout_sec) or 0) > 0:
         raise TaskError(
             f"plan_verification(): timeout_sec must be a finite number of seconds above 0, not {timeout_sec!r}"
         )
@@ -728,10 +719,14 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
         reports = find_reports(collected.files.get("report", b""), key)
         if len(reports) == 1 and reports[0].kind == REFUSED:  # the task's verifier environment is unsafe
             return masked("verifier_error", f"the verifier refused to grade: {reports[0].text}", stdout)
-        if len(reports) == 1 and reports[0].kind == ERROR and reports[0].text.startswith(NO_ROOM_FOR_REWARD):
+        if (
+            len(reports) == 1
+            and reports[0].kind == ERROR
+            and reports[0].text.startswith(CANNOT_WRITE_REWARD + NO_SPACE)
+        ):
             # The runner's own write of reward.json met a full disk: masked as a full disk under /tests
             # is. Only that report begins so (every error of verify's begins with the runner's words).
-            why = reports[0].text[len(NO_ROOM_FOR_REWARD) - len("[Errno 28] ") :]
+            why = reports[0].text[len(CANNOT_WRITE_REWARD) :]
             return masked(DISK_FULL, f"the runner could not write reward.json: {why}", stdout)
         reward, note = judge_report(reports, files, timed_out=timed_out)
         if note is not None:
