@@ -536,3 +536,20 @@ def test_publish_skipping_refusals_still_refuses_a_dataset_refused_whole(tmp_pat
     assert main(["dataset", "publish", "--harbor", "--skip-refused", str(dataset), str(tmp_path / "out")]) == 1
     assert "refused 7 task(s) (every task), nothing written:" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_tables_reward_column_is_the_tasks_reward_with_the_steps_beside_their_oracles():
+    """Scripts (and the Harbor parity suite) read the reward column as a number: a multi-step task's
+    is its mean, as Harbor's trial scores it; each step's own reward stands beside its oracle."""
+    from nemo_gym.data.tasks.harbor.cli import _oracles_and_rewards
+    from nemo_gym.data.tasks.harbor.validation import StepResult, TaskResult
+    from nemo_gym.data.tasks.harbor.verification import VerificationOutcome
+
+    steps = [
+        StepResult("create", "solve.sh", VerificationOutcome(reward=1.0)),
+        StepResult("extend", "answer.md", VerificationOutcome(reward=0.5)),
+    ]
+    assert _oracles_and_rewards(TaskResult("t", steps)) == ("create: solve.sh (1), extend: answer.md (0.5)", "0.75")
+    one = [StepResult(None, "solve.sh", VerificationOutcome(reward=0.25))]
+    assert _oracles_and_rewards(TaskResult("t", one)) == ("solve.sh", "0.25")
+    assert _oracles_and_rewards(TaskResult("t", [StepResult("create", "solve.sh")])) == ("create: solve.sh (-)", "-")

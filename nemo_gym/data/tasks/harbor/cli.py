@@ -650,17 +650,21 @@ def _local_hint(missing: Optional[List[str]]) -> List[str]:
 
 
 def _oracles_and_rewards(result: Any) -> Tuple[str, str]:
-    """The oracle and the reward columns of a task's row: a multi-step task's, step by step
-    (``create: solve.sh, extend: answer.md`` and ``1, 0.5``), a step that never ran left out."""
+    """The oracle and the reward columns of a task's row. The reward column is the task's reward, the one
+    Harbor's trial gets (a multi-step task's mean), so scripts can read it as a number; a multi-step task's
+    oracle column names each step's oracle and reward (``create: solve.sh (1), extend: answer.md (0.5)``),
+    a step that never ran ``(-)``."""
     steps = result.steps
     if not steps:
         return "-", "-"
+    reward = "-" if result.reward is None else f"{result.reward:g}"
     if len(steps) == 1 and steps[0].step is None:
-        outcome = steps[0].outcome
-        return steps[0].oracle, "-" if outcome is None else f"{outcome.reward:g}"
-    oracles = ", ".join(f"{step.step}: {step.oracle}" for step in steps)
-    rewards = ", ".join("-" if step.outcome is None else f"{step.outcome.reward:g}" for step in steps)
-    return oracles, rewards
+        return steps[0].oracle, reward
+    oracles = ", ".join(
+        f"{step.step}: {step.oracle} ({'-' if step.outcome is None else format(step.outcome.reward, 'g')})"
+        for step in steps
+    )
+    return oracles, reward
 
 
 def _verdict(result: Any) -> str:
