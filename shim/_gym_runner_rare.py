@@ -91,8 +91,8 @@ def plan_call(parameters: "Sequence[Parameter]", available: "Sequence[str]") -> 
                 skipped.append((default,))
         elif name == "response":
             raise VerifierError(
-                "verify requires `response`, but no response was given (response.json is absent: "
-                "only NeMo Gym's harbor server passes one); give it a default to grade without one"
+                "verify requires `response`, but no response was given (response.json is absent): only "
+                "NeMo Gym's harbor server passes one, and `gym-harbor verify` the task's response.json or --response"
             )
         elif name in KNOWN_ARGUMENTS:
             raise VerifierError(f"verify requires `{name}`, which this run does not supply")

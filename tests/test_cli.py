@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ def gym(*args: str, cwd: Path = EXAMPLES.parent) -> subprocess.CompletedProcess:
     return subprocess.run([GYM, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("example", ["answer-file", "async-metrics", "bash-test"])
+@pytest.mark.parametrize("example", ["answer-file", "async-metrics", "bash-test", "numeric-response"])
 def test_verify_an_example(example):
     result = gym("verify", f"examples/{example}")
     assert result.returncode == 0, result.stderr
@@ -34,6 +35,7 @@ def test_verify_with_a_response_file_json_or_text(tmp_path):
     (tmp_path / "answer.md").write_text("The total is\n\n**Answer:** 4.2\n")
     result = gym("verify", "examples/numeric-response", "--response", str(tmp_path / "answer.md"))
     assert result.stdout.startswith("reward 1 ")
+    assert gym("verify", "examples/numeric-response").stdout.startswith("reward 1 ")  # its response.json by default
     unread = f"gym-harbor: note: verify declares no `response`, so {tmp_path / 'answer.md'} was not read\n"
     assert "declares no `response`" not in result.stderr  # numeric-response's verify reads it
     # A verify that never gets a response: the file given is said to be unread, and the run goes on.
@@ -64,10 +66,14 @@ def test_a_failed_verifier_shows_its_output(tmp_path):
     result = gym("verify", "examples/answer-file", "--workspace", str(tmp_path))
     assert result.returncode == 0 and result.stdout.startswith("reward 0 ")
     assert "test-stdout.txt" not in result.stdout  # a score of 0 is not a failure of the verifier
-    result = gym("verify", "examples/numeric-response")
+    task = tmp_path / "no-sample"
+    shutil.copytree(EXAMPLES / "numeric-response", task)
+    (task / "response.json").unlink()
+    result = gym("verify", str(task))
     assert result.returncode == 0
     assert "failure: harbor:missing_reward: the verifier wrote no reward (" in result.stdout  # one level of brackets
     assert "--- test-stdout.txt ---" in result.stdout and "verify requires `response`" in result.stdout
+    assert "`gym-harbor verify` the task's response.json or --response" in result.stdout  # says how to give one
 
 
 def test_task_data_and_timeout_options(tmp_path):

@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--response",
         type=Path,
-        help="the agent's final response: a .json Responses API object, or any other file as its text",
+        help="the agent's final response: a .json Responses API object, or any other file as its text "
+        "(default: TASK_DIR/response.json, when there is one)",
     )
     verify.add_argument("--task-data", type=Path, help="a JSON object that replaces the task's task_data")
     verify.add_argument("--sandbox", choices=("local", "docker"), default="local", help="where to run (default: local)")
@@ -279,7 +280,10 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error("--timeout must be a finite positive number of seconds")
     mounts = _mounts(args, parser)
     task = load_task(args.task_dir, row=args.row)
-    response = _read_response(args.response, parser) if args.response else None
+    response_file: Optional[Path] = args.response
+    if response_file is None and (task.path / "response.json").is_file():
+        response_file = task.path / "response.json"  # the task's sample response, as workspace/ is its sample state
+    response = _read_response(response_file, parser) if response_file else None
     task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
     secrets = read_secrets(args.secrets) if args.secrets else None
     plan = plan_verification(
