@@ -159,6 +159,7 @@ def test_secrets_fill_only_verifier_env(tmp_path):
         text=True,
     )
     assert result.returncode == 1 and "needs the environment variable API_KEY" in result.stderr
+    assert "--secrets" not in result.stderr  # secrets never fill [environment].env: no advice to give one
 
 
 def test_a_missing_variable_fails_before_any_sandbox(tmp_path, monkeypatch):
@@ -167,8 +168,9 @@ def test_a_missing_variable_fails_before_any_sandbox(tmp_path, monkeypatch):
     )
     started = []
     monkeypatch.setattr(LocalSandbox, "__init__", lambda *a, **k: started.append(1))
-    with pytest.raises(TaskError, match="needs the environment variable NEMO_GYM_NOPE"):
+    with pytest.raises(TaskError, match="needs the environment variable NEMO_GYM_NOPE") as raised:
         run_local(task, tmp_path)
+    assert str(raised.value).endswith("is not set (set it, or give it as a secret: gym-harbor's --secrets FILE)")
     assert started == []
 
 

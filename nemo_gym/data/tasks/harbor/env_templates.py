@@ -21,8 +21,11 @@ def template_name(value: str) -> Optional[str]:
     return None if match is None else match.group(1)
 
 
-def resolve_env(env: Mapping[str, str], source: Mapping[str, str], *, where: str) -> Dict[str, str]:
-    """``env`` with every whole-value template filled from ``source``; ``where`` names the table."""
+def resolve_env(
+    env: Mapping[str, str], source: Mapping[str, str], *, where: str, secrets: bool = False
+) -> Dict[str, str]:
+    """``env`` with every whole-value template filled from ``source``; ``where`` names the table, and
+    ``secrets`` says that secrets fill it too (so a missing variable's error says how to give one)."""
     resolved: Dict[str, str] = {}
     for key, value in env.items():
         match = _TEMPLATE.fullmatch(value)
@@ -33,8 +36,9 @@ def resolve_env(env: Mapping[str, str], source: Mapping[str, str], *, where: str
         elif match.group(2) is not None:
             resolved[key] = match.group(2)
         else:
+            how = " (set it, or give it as a secret: gym-harbor's --secrets FILE)" if secrets else ""
             raise TaskError(
-                f"{where}: {key} = {value!r} needs the environment variable {match.group(1)}, which is not set"
+                f"{where}: {key} = {value!r} needs the environment variable {match.group(1)}, which is not set{how}"
             )
     return resolved
 

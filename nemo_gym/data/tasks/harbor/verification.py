@@ -277,7 +277,7 @@ def plan_verification(
     check_names(files)
     secrets = dict(secrets or {})
     source = {**(os.environ if host_env is None else host_env), **secrets}
-    env = resolve_env(env_table, source, where=where)
+    env = resolve_env(env_table, source, where=where, secrets=True)
     used_secrets = tuple(value for key, value in env.items() if value and _template_name(env_table[key]) in secrets)
     user = config.user if config.user is not None else task.verifier.user
     if user is None and task.agent_user_of(step) is not None:
