@@ -559,3 +559,27 @@ def test_validate_tables_reward_column_is_the_tasks_reward_with_the_steps_beside
     one = [StepResult(None, "solve.sh", VerificationOutcome(reward=0.25))]
     assert _oracles_and_rewards(TaskResult("t", one)) == ("solve.sh", "0.25")
     assert _oracles_and_rewards(TaskResult("t", [StepResult("create", "solve.sh")])) == ("create: solve.sh (-)", "-")
+
+
+def test_a_row_with_no_solution_field_is_told_about_the_field(tmp_path, capsys):
+    """A row's oracle is its `solution` field: the failure names that field and rows.jsonl, not a
+    solution/ folder the author never meant to write."""
+    from nemo_gym.data.tasks.harbor.cli import main
+
+    rows = [{"id": "none", "instruction": "Say it."}, {"id": "number", "instruction": "Say it.", "solution": 42}]
+    dataset = _write(
+        tmp_path / "ds",
+        {
+            "verifier.py": "def verify():\n    return 1.0\n",
+            "rows.jsonl": "".join(json.dumps(row) + "\n" for row in rows),
+        },
+    )
+    assert main(["dataset", "validate", str(dataset)]) == 1
+    out = capsys.readouterr().out
+    rows_file = dataset / "rows.jsonl"
+    assert f"none: FAILED ({rows_file}: row 'none': its `solution` field (the answer, a string) is missing, and" in out
+    assert (
+        f"number: FAILED ({rows_file}: row 'number': its `solution` field (the answer, a string) is not a string,"
+        in out
+    )
+    assert ": no solution/ folder:" not in out

@@ -168,6 +168,12 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Oracl
     folder = solution_dir(task, step)
     row_answer = task.task_data.get("solution") if task.path == task.dataset_root else None
     if folder is None and not isinstance(row_answer, str):
+        if task.path == task.dataset_root:
+            field_is = "is not a string" if "solution" in task.task_data else "is missing"
+            raise TaskError(
+                f"{task.path / 'rows.jsonl'}: row {task.id!r}: its `solution` field (the answer, a string) {field_is}, "
+                "and the dataset has no solution/ folder: its oracle has nothing to run"
+            )
         raise TaskError(f"{task.path}: no solution/ folder: the oracle of {task.id!r} has nothing to run")
     user = task.agent_user_of(step)
     # A parameterized row's "solution" field is its answer.md.
