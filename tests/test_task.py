@@ -326,6 +326,20 @@ def test_bad_rows(tmp_path, rows, message):
         load_dataset(root)
 
 
+def test_every_bad_row_is_named_in_one_error(tmp_path):
+    """An author fixes a rows.jsonl in one pass: each bad line is named, up to ten of them."""
+    rows = '{"id": "a"}\n[1]\n{"id": "a"}\n{oops\n{"id": "b"}\n'
+    root = write(tmp_path / "rows", {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": rows})
+    with pytest.raises(TaskError) as raised:
+        load_dataset(root)
+    message = str(raised.value)
+    assert message.startswith(f"{root / 'rows.jsonl'}: line 2 must be a JSON object; line 3: the id 'a' is already ")
+    assert "; line 4 is not valid JSON (" in message and "line 5" not in message and "more" not in message
+    write(root, {"rows.jsonl": "[1]\n" * 12})
+    with pytest.raises(TaskError, match=r"; line 10 must be a JSON object; and 2 more bad line\(s\)$"):
+        load_dataset(root)
+
+
 def test_rows_need_a_root_verifier(tmp_path):
     with pytest.raises(TaskError, match="graded by the dataset's verifier.py, which is missing"):
         load_dataset(write(tmp_path / "rows", {"rows.jsonl": "{}\n"}))

@@ -751,30 +751,44 @@ def no_task_reason(root: Union[str, Path]) -> str:
     return f"{root}: holds no task folder (one with task.toml, tests/ or task_data.json) and no rows.jsonl"
 
 
+# Of a rows.jsonl's bad lines, the most one error names: all of them, so an author fixes them in one
+# pass, up to a count that keeps the error readable when a whole file is in the wrong format.
+ROW_PROBLEMS_SHOWN = 10
+
+
 def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
+    """The rows of ``path`` by id; every bad line is named in the one ``TaskError`` it raises."""
     rows: Dict[str, Dict[str, Any]] = {}
     try:
         lines = path.read_text(encoding="utf-8").split("\n")
     except (OSError, ValueError) as error:  # ValueError: UnicodeDecodeError
         raise TaskError(f"{path}: cannot read it ({error})") from None
+    problems: List[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = loads_json(line)
         except ValueError as error:
-            raise TaskError(f"{path}: line {number} is not valid JSON ({error})") from None
+            problems.append(f"line {number} is not valid JSON ({error})")
+            continue
         if not isinstance(row, dict):
-            raise TaskError(f"{path}: line {number} must be a JSON object")
+            problems.append(f"line {number} must be a JSON object")
+            continue
         row_id = row.get("id", f"row-{number}")
         if not isinstance(row_id, str) or row_id in ("", ".", "..") or "/" in row_id or "\0" in row_id:
-            raise TaskError(
-                f"{path}: line {number}: id must be a non-empty string without '/' or NUL, other than "
+            problems.append(
+                f"line {number}: id must be a non-empty string without '/' or NUL, other than "
                 f"'.' and '..' (it names a folder), not {row_id!r}"
             )
-        if row_id in rows:
-            raise TaskError(f"{path}: line {number}: the id {row_id!r} is already taken")
-        rows[row_id] = row
+        elif row_id in rows:
+            problems.append(f"line {number}: the id {row_id!r} is already taken")
+        else:
+            rows[row_id] = row
+    if problems:
+        more = len(problems) - ROW_PROBLEMS_SHOWN
+        shown = "; ".join(problems[:ROW_PROBLEMS_SHOWN]) + (f"; and {more} more bad line(s)" if more > 0 else "")
+        raise TaskError(f"{path}: {shown}")
     return rows
 
 
