@@ -141,6 +141,23 @@ def test_secrets_fill_verifier_env_win_over_the_host_and_never_appear(tmp_path):
         assert "AssertionError" not in result.stdout  # the secret won over the host's API_KEY
 
 
+def test_a_short_secret_masks_the_output_and_never_the_reward(tmp_path):
+    """Masking is plain replacement: a secret as short as "1" masks every 1 in what is printed and kept,
+    metric names included (a verifier could leak a secret through one), but the reward and the metrics'
+    values are read before it, so the grade stands."""
+    task = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nenv = { KEY = "${API_KEY}" }\n',
+            "tests/verifier.py": "import os\ndef verify():\n    print('got', os.environ['KEY'])\n    return {'reward': 1, 'f1': 1}\n",
+        },
+    )
+    outcome = run_local(task, tmp_path, secrets={"API_KEY": "1"})
+    assert (outcome.reward, outcome.metrics, outcome.failure_kind) == (1.0, {"f***": 1.0}, None)
+    assert "got ***" in outcome.stdout and "got 1" not in outcome.stdout
+    assert b"1" not in outcome.files.get("reward.json", b"1")
+
+
 def test_secrets_fill_only_verifier_env(tmp_path):
     task = write(
         tmp_path / "task",
