@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.rewards import read_reward
     from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout, Sandbox, SandboxError
     from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import verifier_sandbox_opener
     from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
     from nemo_gym.data.tasks.harbor.sandboxes.provider import attach, open_provider_sandbox, provider_verifier_opener
     from nemo_gym.data.tasks.harbor.separate import run_separate_verification
@@ -58,6 +59,7 @@ _HOMES: Dict[str, str] = {
     "attach": "sandboxes.provider",
     "open_provider_sandbox": "sandboxes.provider",
     "provider_verifier_opener": "sandboxes.provider",
+    "verifier_sandbox_opener": "sandboxes.for_task",
     "Rollout": "batch",
     "verify_rollouts": "batch",
     "read_reward": "rewards",
@@ -98,6 +100,7 @@ __all__ = [
     "run_verification",
     "run_verify",
     "validate_task",
+    "verifier_sandbox_opener",
     "verify_rollouts",
 ]
 
