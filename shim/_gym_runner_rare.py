@@ -248,8 +248,9 @@ def json_text(rewards: "Dict[str, Any]") -> "str":
     return "{" + ", ".join(items) + "}"
 
 
-def print_error(error: "VerifierError") -> None:
-    """The message, the traceback of the verifier's own frames, and what it means for the score."""
+def print_error(error: "VerifierError", here: "Optional[str]" = None) -> None:
+    """The message, the traceback of the verifier's own frames, and what it means for the score;
+    ``here`` is verifier.py's folder when it is not this file's (``/tests``), as under run_verify."""
     print(f"verifier error: {error}")
     cause = error.error
     if cause is not None and not isinstance(cause, SystemExit):
@@ -283,8 +284,15 @@ def print_error(error: "VerifierError") -> None:
         print("".join(report.format()), end="")
         missing = getattr(cause, "filename", None) if isinstance(cause, FileNotFoundError) else None
         if isinstance(missing, str) and not os.path.isabs(missing):  # a new author's open("expected.json")
+            parts = os.path.normpath(missing).split(os.sep)
+            inside = os.sep.join(parts[1:]) if parts[0] == "tests" and len(parts) > 1 else missing
             print(
                 f"note: {missing!r} was looked for in the working directory, the agent's workspace; "
-                f"a file of the task's tests/ is Path(__file__).parent / {missing!r}"
+                f"a file of the task's tests/ is Path(__file__).parent / {inside!r}"
+            )
+        elif isinstance(missing, str) and os.path.dirname(os.path.abspath(missing)) == os.path.abspath(here or shim):
+            print(
+                f"note: {missing!r} is not beside verifier.py in the sandbox: a task's tests/ is staged there "
+                "whole, a dataset root's verifier.py alone (nothing beside it)"
             )
     print(MISSING_REWARD)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,8 +75,11 @@ def test_numeric_response(tmp_path):
     "example, response_file",
     [("answer-file", None), ("async-metrics", None), ("numeric-response", "response.json"), ("numeric-response", None)],
 )
-def test_the_examples_grade_as_gym_harbor_verify_grades_them(example, response_file):
+def test_the_examples_grade_as_gym_harbor_verify_grades_them(example, response_file, tmp_path):
     task = EXAMPLES / example
+    if response_file is None and (task / "response.json").exists():  # verify would read it by default
+        task = Path(shutil.copytree(task, tmp_path / example))
+        (task / "response.json").unlink()
     command = [sys.executable, "-m", "nemo_gym.data.tasks.harbor", "verify", str(task), "--json"]
     given = None
     if response_file:
@@ -235,6 +239,12 @@ CASES = [
         "import json\ndef verify(task_data):\n    return json.load(open('expected.json'))['a'] == 1\n",
         tests={"expected.json": '{"a": 1}'},
     ),
+    Case(
+        "opens-tests-relatively",  # the path as the author's checkout has it: the note drops the tests/
+        "from pathlib import Path\ndef verify():\n    return Path('tests/expected.json').exists()\n"
+        "def _():\n    pass\nverify = lambda: open('tests/expected.json').read() and 1\n",
+        tests={"expected.json": '{"a": 1}'},
+    ),
     Case("system-exit", "import sys\ndef verify():\n    sys.exit(0)\n"),
     Case("unknown-parameter", "def verify(task_data, answer):\n    return 1\n"),
     Case("import-error", "import no_such_module_xyz\ndef verify():\n    return 1\n"),
@@ -349,6 +359,55 @@ def test_a_relative_open_that_misses_says_where_it_looked_and_where_the_tests_ar
     assert note in result.log.splitlines() and note in real["stdout"].splitlines(), real["stdout"]
     # Not for an absolute path, nor for another error.
     assert "note:" not in real_runs["raises"][1]["stdout"]
+    # A path written as the checkout has it is told the one that works, without its tests/.
+    task, real = real_runs["opens-tests-relatively"]
+    note = "a file of the task's tests/ is Path(__file__).parent / 'expected.json'"
+    assert any(line.endswith(note) for line in real["stdout"].splitlines()), real["stdout"]
+    assert any(line.endswith(note) for line in run_verify(task, workspace=task / "workspace").log.splitlines())
+
+
+def test_a_datasets_verifier_finds_nothing_beside_it_under_run_verify_as_in_the_sandbox(tmp_path):
+    """A dataset's verifier.py is staged alone: a file beside it in the checkout is not in /tests, so a
+    verify that reads one fails in every sandbox, and under run_verify too (it passed there)."""
+    from nemo_gym.data.tasks.harbor.check import check
+
+    verifier = (
+        "import json\nfrom pathlib import Path\n"
+        "ALIASES = json.loads((Path(__file__).parent / 'aliases.json').read_text())\n"
+        "def verify(workspace, task_data):\n"
+        "    return float((workspace / 'answer.md').read_text().strip() in ALIASES[task_data['answer']])\n"
+    )
+    rows = json.dumps({"id": "italy", "instruction": "Capital?", "answer": "Rome", "solution": "Roma"}) + "\n"
+    dataset = write_files(
+        tmp_path / "ds", {"verifier.py": verifier, "aliases.json": '{"Rome": ["Rome", "Roma"]}', "rows.jsonl": rows}
+    )
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "answer.md").write_text("Roma\n")
+    result = run_verify(dataset, workspace=tmp_path / "ws", row="italy")
+    assert isinstance(result.exception, FileNotFoundError) and result.reward == 0.0, result.log
+    note = "is not beside verifier.py in the sandbox: a task's tests/ is staged there whole, a dataset root's"
+    assert note in result.log
+    real = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gym-harbor"),
+            "verify",
+            str(dataset),
+            "--row",
+            "italy",
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert real.stdout.startswith("reward 0 ") and "/tests/aliases.json' is not beside verifier.py" in real.stdout
+    found = [str(finding) for finding in check(dataset)]
+    assert any("names aliases.json, which is beside it here and not in the sandbox" in text for text in found), found
+    # A module beside it: an error of check's, as the import fails in the sandbox.
+    write_files(dataset, {"helper.py": "X = 1\n", "verifier.py": "import helper\ndef verify():\n    return helper.X\n"})
+    found = [str(finding) for finding in check(dataset)]
+    assert any("error: imports helper, which is beside it here and not in the sandbox" in text for text in found), found
+    assert not any("not in the standard library" in text for text in found), found
 
 
 def test_a_raising_verify_keeps_its_exception_and_traceback(tmp_path):

@@ -203,9 +203,10 @@ def _is_stdlib(name: str) -> bool:
     return bool(origin) and origin.startswith(stdlib) and "site-packages" not in origin
 
 
-def verifier_findings(path: Path, siblings: Sequence[str] = ()) -> List[Finding]:
+def verifier_findings(path: Path, siblings: Sequence[str] = (), *, alone: bool = False) -> List[Finding]:
     """What reading ``verifier.py`` tells: it parses, defines a ``verify`` the runner can call, and
-    imports only what the sandbox has (the standard library, the SDK, files beside it)."""
+    imports only what the sandbox has (the standard library, the SDK, files beside it). ``alone``: a
+    dataset's ``verifier.py``, staged without the files beside it, which it must not import or read."""
     where = str(path)
     try:
         source = path.read_bytes()
@@ -221,7 +222,45 @@ def verifier_findings(path: Path, siblings: Sequence[str] = ()) -> List[Finding]
         message = f"uses syntax newer than Python 3.8 ({error.msg}): the image's python3 must be new enough"
         findings.append(Finding(WARNING, where, f"line {error.lineno}", message))
     findings += _verify_findings(tree, where)
+    if alone:
+        beside = sorted(item.name for item in path.parent.iterdir() if item.name != path.name)
+        findings += _beside_alone_findings(tree, path.parent, beside)
+        # Their imports are said above; the standard library's check passes over them.
+        siblings = [*siblings, *(Path(name).stem for name in beside)]
     findings += _import_findings(tree, where, siblings)
+    return findings
+
+
+# A dataset's verifier.py goes to /tests with the shim and nothing else of the dataset's root.
+_ALONE = "only verifier.py of a dataset's root is staged in /tests, nothing beside it"
+
+
+def _beside_alone_findings(tree: ast.Module, folder: Path, beside: Sequence[str]) -> List[Finding]:
+    """A dataset's verifier.py that imports a module beside it (an error), or names a file beside it
+    as in ``Path(__file__).parent / "aliases.json"`` (a warning: the text may mean something else):
+    it passes where it is and fails in every sandbox."""
+    where = str(folder / "verifier.py")
+    modules = {Path(name).stem for name in beside if name.endswith(".py")}
+    files = {name for name in beside if (folder / name).is_file()}
+    findings: List[Finding] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops = [node.module.split(".")[0]]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
+            message = (
+                f"names {node.value}, which is beside it here and not in the sandbox: {_ALONE}; put the data in "
+                "each row's fields (task_data) or in verifier.py itself"
+            )
+            findings.append(Finding(WARNING, where, f"line {node.lineno}", message))
+            continue
+        else:
+            continue
+        for top in tops:
+            if top in modules or top in beside:
+                message = f"imports {top}, which is beside it here and not in the sandbox: {_ALONE}; copy it in"
+                findings.append(Finding(ERROR, where, f"line {node.lineno}", message))
     return findings
 
 
@@ -409,9 +448,12 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
     shared = task.path / "tests"
     for path in verifiers:
-        # A step's tests/ lies over the task's in /tests: the task's modules import there too.
-        beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
-        findings += verifier_findings(path, _siblings(path.parent) + beneath)
+        if path.parent == task.dataset_root:
+            findings += verifier_findings(path, alone=True)
+        else:
+            # A step's tests/ lies over the task's in /tests: the task's modules import there too.
+            beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
+            findings += verifier_findings(path, _siblings(path.parent) + beneath)
         message = missing_task_data(task, path)
         if message is not None:
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
@@ -533,7 +575,7 @@ def _check(path: Path) -> List[Finding]:
     for folder in dataset.folders:
         findings += check_task(path / folder, dataset_root=path)
     if dataset.rows and (path / "verifier.py").is_file():
-        findings += verifier_findings(path / "verifier.py", _siblings(path))
+        findings += verifier_findings(path / "verifier.py", alone=True)
     if not any(finding.severity == ERROR for finding in findings):
         findings += _publish_findings(path, publish_problems)
     return findings

@@ -26,6 +26,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -165,21 +166,25 @@ def _choose(verifier: Union[str, os.PathLike[str]], step: Optional[str], row: Op
             f"{test_sh}: runs instead of verifier.py in a sandbox; run_verify grades a Python verifier "
             "(give a verifier.py to test it alone)"
         )
-    # A dataset's verifier.py is staged alone: nothing beside it imports in the sandbox.
+    # A dataset's verifier.py is staged alone (no folder): nothing beside it is there in the sandbox.
     return _Chosen(choice.verifier_path, tuple(str(folder) for folder in reversed(choice.tests_dirs)), task.task_data)
 
 
 @contextlib.contextmanager
 def _merged(chosen: _Chosen) -> Iterator[_Chosen]:
     """``chosen`` as ``/tests`` holds it: a step's ``tests/`` and the task's are one folder there, so
-    a verify that reads a file beside itself (``Path(__file__).parent / "key.json"``) finds either's.
-    Two folders are copied, merged as staging merges them, into a temporary folder for the call;
-    one is used where it is (its tracebacks name the author's file)."""
-    if len(chosen.folders) < 2:
+    a verify that reads a file beside itself (``Path(__file__).parent / "key.json"``) finds either's;
+    a dataset's ``verifier.py`` (no folder: it is staged alone) finds nothing beside it. Two folders
+    are copied, merged as staging merges them, and a dataset's verifier.py alone, into a temporary
+    folder for the call; one folder is used where it is (its tracebacks name the author's file)."""
+    if len(chosen.folders) == 1:
         yield chosen
         return
     with tempfile.TemporaryDirectory(prefix="run_verify-tests-") as scratch:
-        lay_out(Path(scratch), merged_test_files(Path(folder) for folder in reversed(chosen.folders)))
+        if chosen.folders:
+            lay_out(Path(scratch), merged_test_files(Path(folder) for folder in reversed(chosen.folders)))
+        else:
+            shutil.copyfile(chosen.path, Path(scratch) / chosen.path.name)
         yield replace(chosen, path=Path(scratch) / chosen.path.name, folders=(scratch,))
 
 
@@ -295,7 +300,7 @@ def run_verify(
             if failure is None:
                 print(f"reward.json: {text}")
             else:
-                rare.print_error(failure)
+                rare.print_error(failure, here or None)
     out, err, said = stdout.getvalue(), stderr.getvalue(), log.getvalue()
     if failure is not None or text is None:
         cause = getattr(failure, "error", None)
