@@ -137,6 +137,26 @@ def test_a_verify_the_runner_cannot_call(tmp_path):
         assert [f for f in check(_task(tmp_path / f"fine{index}", verifier=source)) if f.severity == ERROR] == []
 
 
+def test_a_defaulted_argument_named_close_to_one_the_runner_gives_is_a_warning(tmp_path):
+    """``def verify(workspace, data=None)`` keeps its default in every run: a misspelt task_data
+    grades every sample from nothing, silently. A setting of the author's own is left alone."""
+    cases = {
+        "data": ("def verify(workspace, data=None):\n    return 1\n", "data", "task_data"),
+        "kw": ("def verify(*, taskdata={}, respone=None):\n    return 1\n", "taskdata", "task_data"),
+        "space": ("def verify(work_space=None):\n    return 1\n", "work_space", "workspace"),
+    }
+    for name, (source, argument, meant) in cases.items():
+        findings = [f for f in check(_task(tmp_path / name, verifier=source)) if f.key.startswith("verify(")]
+        assert findings and all(f.severity == WARNING for f in findings), (name, findings)
+        assert findings[0].key == f"verify({argument})" and f"did you mean `{meant}`?" in findings[0].message
+    assert [f.key for f in check(_task(tmp_path / "two", verifier=cases["kw"][0]))] == [
+        "verify(taskdata)",
+        "verify(respone)",
+    ]
+    own = "def verify(workspace, task_data, threshold=0.5, *, strict=True):\n    return 1\n"
+    assert check(_task(tmp_path / "own", verifier=own)) == []
+
+
 def test_imports_the_sandbox_lacks(tmp_path):
     source = "import json\nimport numpy as np\nfrom nemo_gym.data.tasks.harbor import task\nimport helpers\n" + VERIFIER
     findings = check(_task(tmp_path / "t", verifier=source, **{"tests/helpers.py": "X = 1\n"}))

@@ -338,8 +338,18 @@ def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
                 "response and state (or give it a default)"
             )
             findings.append(Finding(ERROR, where, f"verify({name})", message))
-    if not takes_keywords and not positional and not arguments.kwonlyargs and arguments.vararg is None:
-        pass  # verify() with no arguments is allowed: it grades from nothing the runner gives
+    defaulted = [item.arg for index, item in enumerate(positional) if index >= first_default]
+    defaulted += [item.arg for item, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None]
+    for name in defaulted:
+        # A default is the author's own setting (threshold=0.5); a name close to one the runner gives
+        # is a misspelling that would keep its default in every run.
+        near = difflib.get_close_matches(name, _KNOWN_ARGUMENTS, n=1, cutoff=0.6)
+        if name not in _KNOWN_ARGUMENTS and near:
+            message = (
+                f"declares `{name}` with a default, which the runner never replaces: it supplies only workspace, "
+                f"task_data, response and state; did you mean `{near[0]}`?"
+            )
+            findings.append(Finding(WARNING, where, f"verify({name})", message))
     return findings
 
 
