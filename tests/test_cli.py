@@ -418,6 +418,7 @@ def test_validate_notes_what_full_marks_would_hide(tmp_path, capsys):
     assert "fails: ok (reward 1, oracle solve.sh; but the oracle (solve.sh) exited with 1)" in out, out
     assert "big: ok (reward 2.5, oracle solve.sh; but reward 2.5 is above full marks (1))" in out, out
     assert "clean: ok (reward 1, oracle solve.sh)\n" in out, out
+    assert "\n3 of 3 task(s) scored full marks (1 of them above full marks: see their notes)\n" in out, out
     assert main(["dataset", "validate", str(dataset), "--json"]) == 0
     tasks = {task["task_id"]: task["notes"] for task in json.loads(capsys.readouterr().out.splitlines()[-1])["tasks"]}
     assert tasks == {

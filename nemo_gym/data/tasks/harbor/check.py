@@ -325,7 +325,6 @@ def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
     if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []  # a partial, a class, an import: the runner finds its signature at run time
     arguments = definition.args
-    takes_keywords = arguments.kwarg is not None
     positional = [*getattr(arguments, "posonlyargs", []), *arguments.args]
     first_default = len(positional) - len(arguments.defaults)
     findings: List[Finding] = []

@@ -495,7 +495,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         no_task_reason,
         read_secrets,
     )
-    from nemo_gym.data.tasks.harbor.validation import TaskResult, validate_task
+    from nemo_gym.data.tasks.harbor.validation import FULL_MARKS, TaskResult, validate_task
 
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: give at least 1")
@@ -578,7 +578,9 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         for result in results:
             oracle, reward = _oracles_and_rewards(result)
             print(f"| {result.task_id} | {oracle} | {reward} | {'ok' if result.passed else 'FAILED'} |")
-        print(f"\n{total - len(failed)} of {total} task(s) scored full marks")
+        above = sum(1 for result in results if result.passed and (result.reward or 0) > FULL_MARKS)
+        beyond = f" ({above} of them above full marks: see their notes)" if above else ""
+        print(f"\n{total - len(failed)} of {total} task(s) scored full marks{beyond}")
     if failed:
         print(f"{PROG}: validation failed for {len(failed)} task(s): {_one_line(', '.join(failed))}", file=sys.stderr)
         return 1
