@@ -265,10 +265,34 @@ def test_a_task_with_no_verifier_is_an_error_that_says_where_the_verifier_goes(t
         (
             ERROR,
             "has no tests/ folder and no dataset verifier.py beside it (its verifier.py belongs in tests/: move it "
-            "to tests/verifier.py)",
+            f"to {task / 'tests' / 'verifier.py'})",
         )
     ]
     assert check(task) == findings
+    # The same slips where tests/ holds other files (its data, a helper): the hint still comes.
+    kept = _task(tmp_path / "kept", **{"tests/expected.json": "{}"})
+    (kept / "tests" / "verifier.py").rename(kept / "verifier.py")
+    (finding,) = [finding for finding in check(kept) if finding.severity == ERROR]
+    assert finding.path == str(kept / "tests") and finding.message == (
+        "holds neither test.sh nor verifier.py (its verifier.py belongs in tests/: move it to "
+        f"{kept / 'tests' / 'verifier.py'})"
+    )
+    (kept / "verifier.py").rename(kept / "tests" / "verify.py")
+    (finding,) = [finding for finding in check(kept) if finding.severity == ERROR]
+    assert finding.message.endswith(f"(did you mean to name {kept / 'tests' / 'verify.py'} verifier.py?)")
+    (kept / "tests" / "verify.py").rename(kept / "tests" / "test_verifier.py")  # an author's pytest is no slip
+    (finding,) = [finding for finding in check(kept) if finding.severity == ERROR]
+    assert finding.message == "holds neither test.sh nor verifier.py"
+    # A step's verifier beside its instruction.md, with the task's shared tests/ there: the step is named.
+    shared = _task(tmp_path / "shared", '[[steps]]\nname = "create"\n', **{"steps/create/instruction.md": "x\n"})
+    (shared / "tests" / "verifier.py").rename(shared / "steps" / "create" / "verifier.py")
+    (shared / "tests" / "helper.py").write_text("X = 1\n")
+    (finding,) = [finding for finding in check(shared) if finding.severity == ERROR]
+    step_tests = shared / "steps" / "create" / "tests"
+    assert finding.message == (
+        f"holds neither test.sh nor verifier.py for step 'create' (its verifier.py belongs in tests/: move it to "
+        f"{step_tests / 'verifier.py'})"
+    ), finding
     # A step with no verifier of its own and none beneath it: the step is named.
     steps = _task(tmp_path / "steps", '[[steps]]\nname = "one"\n', **{"steps/one/instruction.md": "x\n"})
     shutil.rmtree(steps / "tests")

@@ -12,6 +12,7 @@ over any file). Faults of the sandbox mask the sample, never score it, and every
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import logging
 import os
@@ -157,17 +158,28 @@ def choose_verifier(task_dir: Path, dataset_root: Optional[Path] = None, step: O
         for folder in reversed(folders):
             if (folder / "verifier.py").is_file():
                 return VerifierChoice(PYTHON, tuple(folders), folder / "verifier.py")
-        raise TaskError(f"{' and '.join(map(str, folders))}: holds neither test.sh nor verifier.py")
+        whose = f" for step {step!r}" if step else ""
+        hint = _misplaced_verifier(task_dir, step, folders)
+        raise TaskError(f"{' and '.join(map(str, folders))}: holds neither test.sh nor verifier.py{whose}{hint}")
     if step is None and dataset_root is not None and (dataset_root / "verifier.py").is_file():
         return VerifierChoice(PYTHON, (), dataset_root / "verifier.py")
     where = f"{task_dir}/steps/{step}" if step else str(task_dir)
-    # A new author's slip: the verifier written beside task.toml (or the step's instruction.md).
-    misplaced = (
-        " (its verifier.py belongs in tests/: move it to tests/verifier.py)"
-        if (Path(where) / "verifier.py").is_file()
-        else ""
-    )
-    raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it{misplaced}")
+    hint = _misplaced_verifier(task_dir, step, [])
+    raise TaskError(f"{where}: has no tests/ folder and no dataset verifier.py beside it{hint}")
+
+
+def _misplaced_verifier(task_dir: Path, step: Optional[str], folders: Sequence[Path]) -> str:
+    """A new author's slip, said after the error: a verifier.py beside task.toml (or beside the step's
+    instruction.md), or a file in ``tests/`` named nearly so (``verify.py``)."""
+    home = task_dir / "steps" / step if step else task_dir
+    if (home / "verifier.py").is_file():
+        return f" (its verifier.py belongs in tests/: move it to {home / 'tests' / 'verifier.py'})"
+    for folder in reversed(folders):
+        names = sorted(path.name for path in folder.glob("*.py") if not path.name.startswith("test_"))
+        near = difflib.get_close_matches("verifier.py", names, n=1, cutoff=0.75)
+        if near:
+            return f" (did you mean to name {folder / near[0]} verifier.py?)"
+    return ""
 
 
 def task_verifier(task: Task, step: Optional[str] = None) -> VerifierChoice:
