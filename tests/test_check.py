@@ -399,3 +399,20 @@ def test_a_steps_verifier_may_import_the_tasks_tests(tmp_path):
     )
     said = [(Path(f.path).parts[-3], f.message) for f in check(task) if "imports" in f.message]
     assert said == [("two", said[0][1])] and "imports own_xyz" in said[0][1]  # step one's module is not two's
+
+
+def test_rows_without_a_string_solution_are_one_warning_naming_them(tmp_path):
+    """A row's oracle is its `solution` field: check says which rows validate cannot run, as it does
+    for a task folder with no solution/ (publish would copy them without an oracle)."""
+    rows = [{"id": "ok", "solution": "Paris"}, {"id": "none"}, {"id": "number", "solution": 42}]
+    rows += [{"id": f"r{index}"} for index in range(5)]
+    dataset = write_files(
+        tmp_path / "ds",
+        {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": "".join(json.dumps(row) + "\n" for row in rows)},
+    )
+    (finding,) = [finding for finding in check(dataset) if finding.key == "solution"]
+    assert (finding.severity, finding.path) == (WARNING, str(dataset / "rows.jsonl"))
+    assert finding.message.startswith("7 row(s) have no `solution` field (the answer, a string), so dataset validate")
+    assert finding.message.endswith(": none, number, r0, r1, r2 and 2 more")
+    write_files(dataset, {"solution/solve.sh": "#!/bin/bash\necho Paris > answer.md\n"})  # the dataset's own oracle
+    assert [finding for finding in check(dataset) if finding.key == "solution"] == []

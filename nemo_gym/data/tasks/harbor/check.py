@@ -23,6 +23,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
 from nemo_gym.data.tasks.harbor.task import (
+    ROWS_FILE,
+    Dataset,
     Task,
     TaskError,
     is_single_task,
@@ -500,6 +502,28 @@ def _oracle_findings(task: Task) -> List[Finding]:
     return findings
 
 
+# Of the rows without an oracle, the most one warning names.
+ROWS_NAMED = 5
+
+
+def _row_oracle_findings(dataset: Dataset) -> List[Finding]:
+    """One warning for the rows whose oracle ``dataset validate`` cannot run: a row's is its
+    ``solution`` field (a string), else the dataset's ``solution/`` folder."""
+    if not dataset.rows or (dataset.root / "solution").is_dir():
+        return []
+    lacking = [row_id for row_id, row in dataset.rows.items() if not isinstance(row.get("solution"), str)]
+    if not lacking:
+        return []
+    named = ", ".join(lacking[:ROWS_NAMED]) + (
+        f" and {len(lacking) - ROWS_NAMED} more" if len(lacking) > ROWS_NAMED else ""
+    )
+    message = (
+        f"{len(lacking)} row(s) have no `solution` field (the answer, a string), so dataset validate has no oracle "
+        f"to run for them: {named}"
+    )
+    return [Finding(WARNING, str(dataset.root / ROWS_FILE), "solution", message)]
+
+
 def _verifier_choices(task: Task) -> List[Finding]:
     """For the task and each of its steps, the verifier a run would choose (``choose_verifier``): an
     error where there is none (``verify`` and ``validate`` refuse the task there); a warning for a
@@ -585,6 +609,7 @@ def _check(path: Path) -> List[Finding]:
         findings += check_task(path / folder, dataset_root=path)
     if dataset.rows and (path / "verifier.py").is_file():
         findings += verifier_findings(path / "verifier.py", alone=True)
+    findings += _row_oracle_findings(dataset)
     if not any(finding.severity == ERROR for finding in findings):
         findings += _publish_findings(path, publish_problems)
     return findings
