@@ -416,3 +416,19 @@ def test_rows_without_a_string_solution_are_one_warning_naming_them(tmp_path):
     assert finding.message.endswith(": none, number, r0, r1, r2 and 2 more")
     write_files(dataset, {"solution/solve.sh": "#!/bin/bash\necho Paris > answer.md\n"})  # the dataset's own oracle
     assert [finding for finding in check(dataset) if finding.key == "solution"] == []
+
+
+def test_a_dataset_setting_for_a_task_it_does_not_hold_is_a_warning(tmp_path):
+    """A misspelt task name in dataset.toml kept its inputs for no task, silently."""
+    dataset = tmp_path / "ds"
+    _task(dataset / "france")
+    _task(dataset / "italy")
+    write_files(dataset, {"dataset.toml": '[gym.tasks."frnace".verifier]\ninputs = ["a.jsonl"]\n'})
+    (finding,) = [finding for finding in check(dataset) if finding.path == str(dataset / "dataset.toml")]
+    assert (finding.severity, finding.key) == (WARNING, 'gym.tasks."frnace"')
+    assert finding.message == "names no task of the dataset, so its inputs are kept for none; did you mean 'france'?"
+    write_files(dataset, {"dataset.toml": '[gym.tasks."zz".verifier]\ninputs = ["a.jsonl"]\n'})
+    (finding,) = [finding for finding in check(dataset) if finding.path == str(dataset / "dataset.toml")]
+    assert finding.message.endswith("kept for none (its tasks: france, italy)")
+    write_files(dataset, {"dataset.toml": '[gym.tasks."italy".verifier]\ninputs = ["a.jsonl"]\n'})
+    assert [finding for finding in check(dataset) if finding.path == str(dataset / "dataset.toml")] == []

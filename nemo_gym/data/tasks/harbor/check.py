@@ -605,6 +605,12 @@ def _check(path: Path) -> List[Finding]:
         return [*findings, _error(error, path)]
     if not dataset.task_ids:
         return [*findings, Finding(ERROR, str(path), "", no_task_reason(path).split(": ", 1)[1])]
+    for task_id in dataset.inputs:
+        if task_id not in dataset.task_ids:  # a misspelt name: its inputs would be kept for no task
+            near = difflib.get_close_matches(task_id, dataset.task_ids, n=1, cutoff=0.6)
+            guess = f"; did you mean {near[0]!r}?" if near else f" (its tasks: {', '.join(dataset.task_ids[:10])})"
+            message = f"names no task of the dataset, so its inputs are kept for none{guess}"
+            findings.append(Finding(WARNING, str(settings), f'gym.tasks."{task_id}"', message))
     for folder in dataset.folders:
         findings += check_task(path / folder, dataset_root=path)
     if dataset.rows and (path / "verifier.py").is_file():
