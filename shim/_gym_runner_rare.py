@@ -216,7 +216,9 @@ def rewards_from_result(result: "Any") -> "Dict[str, Any]":
             return {"reward": _number(result)}
         shown = repr(result)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        raise VerifierError(f"verify returned {type(result).__name__} {shown}; {expectation}{_hint(result)}")
+        # None is what a verify gives that reaches its end without a return.
+        hint = " (did a path through verify end without a `return`?)" if result is None else _hint(result)
+        raise VerifierError(f"verify returned {type(result).__name__} {shown}; {expectation}{hint}")
     if not result:
         raise VerifierError(f"verify returned an empty dict; {expectation}, with a `reward` key")
     for key, value in result.items():

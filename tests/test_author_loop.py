@@ -104,6 +104,7 @@ def test_the_readmes_task_in_steps_validates_and_verifies_as_it_says(tmp_path):
     validated = gym("dataset", "validate", str(task))
     assert validated.returncode == 0 and "1 of 1 task(s) scored full marks" in validated.stdout, validated
     assert "| config-steps | create: solve.sh (1), extend: solve.sh (1) | 1 | ok |" in validated.stdout  # step by step
+    assert "config-steps: ok (reward 1, oracle create: solve.sh, extend: solve.sh)" in validated.stdout
     # One step graded over a workspace where only the first step's work is done: the server kept, no db.
     assert "gym-harbor verify --step extend config-steps --workspace DIR" in " ".join(readme.split())
     workspace = write_files(tmp_path / "done-create", {"app.ini": "[server]\nport = 8080\n"})

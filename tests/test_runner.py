@@ -304,7 +304,13 @@ REFUSED = [
         None,
         "verify raised KeyError: 'k'",
     ),
-    ("none", "def verify():\n    return None\n", None, "verify returned NoneType None"),
+    (
+        "none",
+        "def verify():\n    return None\n",
+        None,
+        "verify returned NoneType None; it must return a finite number or a dict of finite numbers (did a path "
+        "through verify end without a `return`?)",
+    ),
     ("str", "def verify():\n    return '1.0'\n", None, "verify returned str '1.0'"),
     ("nan", "def verify():\n    return float('nan')\n", None, "verify returned float nan"),
     ("inf", "def verify():\n    return float('inf')\n", None, "verify returned float inf"),
@@ -352,7 +358,7 @@ REFUSED = [
         "none-value",
         "def verify():\n    return {'reward': None}\n",
         None,
-        "verify returned NoneType None for 'reward'",
+        "verify returned NoneType None for 'reward'; it must return a finite number or a dict of finite numbers\n",
     ),
     ("nested-value", "def verify():\n    return {'reward': {'x': 1}}\n", None, "for 'reward'"),
     ("nan-metric", "def verify():\n    return {'reward': 1, 'm': float('nan')}\n", None, "float nan for 'm'"),

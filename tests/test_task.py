@@ -512,3 +512,26 @@ def test_a_missing_step_folder_with_nothing_near_has_no_hint(tmp_path):
     with pytest.raises(TaskError) as raised:
         load_task(task)
     assert str(raised.value).endswith("is not a folder")
+
+
+def test_a_new_authors_step_and_row_slips_are_each_named(tmp_path):
+    """Walkthrough (2026-12-05): each message said less than the author needed."""
+    steps = {"steps/a/x": "", "steps/b/x": "", **VERIFIER}
+    nameless = write(tmp_path / "nameless", {"task.toml": '[[steps]]\nnmae = "a"\n', **steps})
+    with pytest.raises(TaskError, match=r"steps\[0\] has no name, which names its folder under steps/$"):
+        load_task(nameless)
+    twice = write(tmp_path / "twice", {"task.toml": '[[steps]]\nname = "a"\n[[steps]]\nname = "a"\n', **steps})
+    with pytest.raises(TaskError, match="two \\[\\[steps\\]\\] share the name 'a'$"):
+        load_task(twice)
+    plain = load_task(write(tmp_path / "plain", {"task.toml": '[[step]]\nname = "a"\n', **steps}))
+    with pytest.raises(TaskError, match=r"no step named 'a' \(steps: none: task.toml declares no \[\[steps\]\]\)$"):
+        plain.step("a")
+    rows = write(
+        tmp_path / "rows", {"tests/verifier.py": "def verify():\n    return 1\n", "rows.jsonl": '{"id": "a"}\n'}
+    )
+    with pytest.raises(TaskError, match="a dataset's verifier.py sits beside rows.jsonl\\)$") as raised:
+        load_dataset(rows)
+    assert f"({rows / 'tests' / 'verifier.py'} is there:" in str(raised.value)
+    write(rows, {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": '{"id": "a"}\n{"id": "b",}\n'})
+    with pytest.raises(TaskError, match=r"line 2 is not valid JSON \(Expecting property name .* at column 12\)$"):
+        load_dataset(rows)

@@ -681,7 +681,8 @@ def _verdict(result: Any) -> str:
     where = f" at step {last.step}" if last.step else ""
     if result.passed:
         notes = "".join(f"; but {note}" for note in result.notes)
-        return f"ok (reward {result.reward:g}, oracle {', '.join(step.oracle for step in result.steps)}{notes})"
+        oracles = ", ".join(f"{step.step}: {step.oracle}" if step.step else step.oracle for step in result.steps)
+        return f"ok (reward {result.reward:g}, oracle {oracles}{notes})"
     if outcome.masked:
         return f"FAILED{where} (masked: {outcome.mask_reason}: {outcome.detail})"
     kind = f", {outcome.failure_kind}" if outcome.failure_kind else ""

@@ -170,7 +170,7 @@ class Task:
         for step in self.steps:
             if step.name == name:
                 return step
-        known = ", ".join(step.name for step in self.steps) or "none"
+        known = ", ".join(step.name for step in self.steps) or "none: task.toml declares no [[steps]]"
         raise TaskError(f"{self.path / 'task.toml'}: no step named {name!r} (steps: {known})")
 
     def agent_user_of(self, step: Optional[str]) -> Optional[User]:
@@ -639,6 +639,8 @@ def _steps(
     steps = []
     for index, item in enumerate(_array_of_tables(value, where, "steps")):
         name = item.get("name")
+        if name is None:
+            raise TaskError(f"{where}: steps[{index}] has no name, which names its folder under steps/")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
             raise TaskError(f"{where}: steps[{index}].name must be a folder name under steps/, not {name!r}")
         if not (path / "steps" / name).is_dir():
@@ -654,8 +656,10 @@ def _steps(
         agent = _table(item, "agent", where, f"[steps[{index}].agent]") or {}
         agent_user = _user(agent.get("user"), where, f"steps[{index}].agent.user")
         steps.append(StepConfig(name, verifier, tuple(artifact for _, artifact in own), healthcheck, agent_user))
-    if len({step.name for step in steps}) != len(steps):
-        raise TaskError(f"{where}: two [[steps]] share a name")
+    names = [step.name for step in steps]
+    shared = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    if shared is not None:
+        raise TaskError(f"{where}: two [[steps]] share the name {shared!r}")
     return tuple(steps)
 
 
@@ -769,6 +773,9 @@ def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
             continue
         try:
             row = loads_json(line)
+        except json.JSONDecodeError as error:  # its own "line 1 column 125" would clash with the file's line
+            problems.append(f"line {number} is not valid JSON ({error.msg} at column {error.colno})")
+            continue
         except ValueError as error:
             problems.append(f"line {number} is not valid JSON ({error})")
             continue
@@ -814,7 +821,14 @@ def load_dataset(root: Union[str, Path]) -> Dataset:
     folders = tuple(sorted(p.name for p in path.iterdir() if not p.name.startswith(".") and is_task_folder(p)))
     rows = _rows(path / ROWS_FILE) if (path / ROWS_FILE).exists() else {}
     if rows and not (path / "verifier.py").is_file():
-        raise TaskError(f"{path / ROWS_FILE}: rows are graded by the dataset's verifier.py, which is missing")
+        misplaced = (
+            f" ({path / 'tests' / 'verifier.py'} is there: a dataset's verifier.py sits beside rows.jsonl)"
+            if (path / "tests" / "verifier.py").is_file()
+            else ""
+        )
+        raise TaskError(
+            f"{path / ROWS_FILE}: rows are graded by the dataset's verifier.py, which is missing{misplaced}"
+        )
     clash = set(rows) & set(folders)
     if clash:
         raise TaskError(f"{path / ROWS_FILE}: the row id {sorted(clash)[0]!r} is also a task folder")
