@@ -432,3 +432,15 @@ def test_a_dataset_setting_for_a_task_it_does_not_hold_is_a_warning(tmp_path):
     assert finding.message.endswith("kept for none (its tasks: france, italy)")
     write_files(dataset, {"dataset.toml": '[gym.tasks."italy".verifier]\ninputs = ["a.jsonl"]\n'})
     assert [finding for finding in check(dataset) if finding.path == str(dataset / "dataset.toml")] == []
+
+
+def test_a_verify_without_a_return_is_a_warning(tmp_path):
+    """A verify that computes its score and never returns it scores 0 in every run."""
+    forgot = "def verify(workspace):\n    score = 1.0\n    def inner():\n        return score\n"
+    (finding,) = [f for f in check(_task(tmp_path / "forgot", verifier=forgot)) if f.key == "verify"]
+    assert (finding.severity, finding.message) == (
+        WARNING,
+        "has no `return` with a value: it returns None, which the runner refuses (every run scores 0)",
+    )
+    nested = "async def verify(workspace):\n    for x in [1]:\n        if x:\n            return x\n"
+    assert [f for f in check(_task(tmp_path / "nested", verifier=nested)) if f.key == "verify"] == []

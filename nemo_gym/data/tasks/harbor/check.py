@@ -266,6 +266,18 @@ def _beside_alone_findings(tree: ast.Module, folder: Path, beside: Sequence[str]
     return findings
 
 
+def _returns_a_value(function: ast.AST) -> bool:
+    """Whether ``function``'s own body (not a function nested in it) has a ``return`` with a value."""
+    pending = list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _verify_definition(tree: ast.Module) -> Optional[ast.AST]:
     """The statement that binds ``verify`` last at the top level (it wins, as at run time)."""
     definition: Optional[ast.AST] = None
@@ -339,6 +351,9 @@ def _verify_findings(tree: ast.Module, where: str) -> List[Finding]:
                 "response and state (or give it a default)"
             )
             findings.append(Finding(ERROR, where, f"verify({name})", message))
+    if not _returns_a_value(definition):
+        message = "has no `return` with a value: it returns None, which the runner refuses (every run scores 0)"
+        findings.append(Finding(WARNING, where, "verify", message))
     defaulted = [item.arg for index, item in enumerate(positional) if index >= first_default]
     defaulted += [item.arg for item, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None]
     for name in defaulted:
