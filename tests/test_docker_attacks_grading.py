@@ -365,3 +365,40 @@ def test_an_image_whose_user_is_the_agents_grades_and_its_keep_alive_is_not_the_
         who, outcome = asyncio.run(run(answer))
         assert who == "agent", "a command that names no user runs as the image's USER"
         assert (outcome.reward, outcome.masked) == (reward, False), outcome
+
+
+# ---------------------------------------------------------------------------------------------
+# A host that gives up on grading after kill_strays stopped every other process (finish hung): the
+# agent's own processes, which shared mode keeps running (a service a later step needs), stayed
+# stopped for good. The host now continues them, best effort, once it has given up.
+KEEPER = "echo $$ > /tmp/keeper.pid\nexec sleep 600"
+
+
+def test_a_host_that_gives_up_on_grading_leaves_no_agent_process_stopped(docker_client, tmp_path):
+    from test_docker_attacks import attack, leave_behind
+
+    from nemo_gym.data.tasks.harbor.rewards import VERIFIER_TIMEOUT
+    from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout
+
+    toml = '[agent]\nuser = "agent"\n'
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": "def verify():\n    return 1.0\n"})
+    state = "grep -h State: /proc/$(cat /tmp/keeper.pid)/status"
+
+    async def before(sandbox: Any) -> None:
+        await leave_behind(sandbox, KEEPER)
+        real = sandbox.exec_piped
+
+        async def exec_piped(*args: Any, **options: Any) -> Any:
+            await real(*args, **options)  # grading, given up after kill_strays stopped the rest (a hang)
+            await sandbox.exec("kill -STOP $(cat /tmp/keeper.pid)", user="root")
+            assert "stopped" in (await sandbox.exec(state, user="root")).stdout
+            raise ExecTimeout("the command outlived 1 s")
+
+        sandbox.exec_piped = exec_piped
+
+    async def after(sandbox: Any) -> str:
+        return (await sandbox.exec(state, user="root")).stdout
+
+    outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
+    assert (outcome.reward, outcome.failure_kind) == (0.0, VERIFIER_TIMEOUT), outcome
+    assert "sleeping" in seen and "stopped" not in seen, seen

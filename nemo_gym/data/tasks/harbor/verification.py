@@ -681,6 +681,7 @@ class _Grading:
             return await call()
         except ExecTimeout:
             # The in-sandbox timeout always fires first; the sandbox hung past it, so nothing came back.
+            await _thaw_sandbox(self.sandbox, self.steps)
             raise _Stopped(
                 VerificationOutcome(
                     reward=0.0, failure_kind=VERIFIER_TIMEOUT, detail="the sandbox did not return from grading in time"
@@ -688,6 +689,22 @@ class _Grading:
             ) from None
         except Exception as error:
             raise _Stopped(masked("sandbox_error", f"grading failed: {_describe(error)}")) from error
+
+
+THAW_TIMEOUT_SEC = 10  # one builtin's run; a sandbox that cannot do that in 10 s is lost anyway
+
+
+async def _thaw_sandbox(sandbox: Any, steps: GradingSteps) -> None:
+    """Continues what grading's kill_strays stopped, when the host gave up on grading before its
+    finish did (a hang past every timeout): the agent's own processes, which shared mode keeps
+    running (a service a later step needs), would stay stopped for good. Best effort: a sandbox
+    that fails this was lost already, and the outcome says so."""
+    if not steps.kill_strays:
+        return
+    try:
+        await sandbox.exec("kill -CONT -1", user=sandbox.admin_user, timeout_s=THAW_TIMEOUT_SEC, clean_shell=True)
+    except Exception as error:  # the outcome (a timeout) stands; this only says why processes stay stopped
+        LOGGER.warning("could not continue the sandbox's stopped processes after grading timed out: %s", error)
 
 
 def _check_exit(return_code: int, output: str) -> None:
