@@ -393,3 +393,27 @@ def test_a_busy_default_executor_never_holds_up_a_grading(docker_client, tmp_pat
     outcome, while_held = asyncio.run(run())
     assert while_held, "the grading waited for the default executor's thread"
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
+
+
+def test_a_grading_the_caller_gave_up_on_holds_the_sandbox_until_it_ends(docker_client, tmp_path):
+    """An operator's trial: a grading cancelled midway (``asyncio.wait_for``) ran on in the container,
+    since an engine's exec cannot be stopped from outside, and its finish killed what the next grading
+    of that sandbox had started, masking a right answer. The sandbox's turn now passes on only once
+    the abandoned exec has ended."""
+    import time
+
+    slow = _shell_task(tmp_path / "slow", "sleep 4\necho 0 > /logs/verifier/reward.txt\n")
+    right = _shell_task(tmp_path / "right", "sleep 3\necho 1 > /logs/verifier/reward.txt\n")
+
+    async def run() -> Tuple[VerificationOutcome, float]:
+        sandbox = DockerSandbox(base_image(docker_client), workspace=tmp_path, labels=LABEL, client=docker_client)
+        async with sandbox:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(run_verification(plan_verification(load_task(slow)), sandbox), 1.5)
+            started = time.monotonic()
+            outcome = await run_verification(plan_verification(load_task(right)), sandbox)
+            return outcome, time.monotonic() - started
+
+    outcome, waited = asyncio.run(run())
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+    assert waited >= 5, waited  # the rest of the abandoned grading's 4 s (2.5), then its own 3 s

@@ -14,7 +14,7 @@ from typing import List
 
 import pytest
 
-from nemo_gym.data.tasks.harbor._threads import THREAD_NAME, in_thread
+from nemo_gym.data.tasks.harbor._threads import THREAD_NAME, Calls, in_thread
 
 
 def test_a_call_runs_while_the_default_executor_is_held():
@@ -106,3 +106,32 @@ def test_a_failed_calls_locals_are_freed_without_a_collection():
         assert seen[0]() is None
     finally:
         gc.enable()
+
+
+def test_calls_settled_waits_for_a_call_its_caller_gave_up_on():
+    """A sandbox's next grading must not run beside an abandoned exec: settled() returns only once
+    the thread of a call that timed out for its caller has ended; a call of a closed loop is forgotten."""
+    calls = Calls()
+    release = threading.Event()
+
+    async def abandon() -> float:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(calls.run(lambda: release.wait(5)), 0.05)
+        waiter = asyncio.ensure_future(calls.settled())
+        await asyncio.sleep(0.2)
+        assert not waiter.done()  # the thread still runs
+        release.set()
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(waiter, 5)
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(abandon()) < 1
+    stuck = threading.Event()
+
+    async def leave() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(calls.run(lambda: stuck.wait(5)), 0.05)
+
+    asyncio.run(leave())  # that loop closes with the call still running
+    asyncio.run(asyncio.wait_for(calls.settled(), 1))  # another loop cannot wait for it: forgotten
+    stuck.set()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Set, TypeVar
 
 T = TypeVar("T")
 THREAD_NAME = "nemo-gym-blocking-call"
@@ -23,6 +23,47 @@ THREAD_NAME = "nemo-gym-blocking-call"
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``function(*args, **kwargs)`` in a new daemon thread; its result, or its exception."""
     return await _started(function, args, kwargs)  # no local of this frame holds the future (_work)
+
+
+class Calls:
+    """The blocking calls of one owner (a sandbox) in flight. A call its caller gave up on (a cancelled
+    or timed-out grading) runs on in its thread, and the engine's exec with it: ``settled`` returns
+    once every call has ended, so the owner's next grading never runs beside an abandoned one."""
+
+    def __init__(self) -> None:
+        self._ends: Set[asyncio.Future[None]] = set()
+
+    async def run(self, function: Callable[[], T]) -> T:
+        """``function()`` in a thread of its own (``in_thread``), counted until it returns."""
+        loop = asyncio.get_running_loop()
+        end: asyncio.Future[None] = loop.create_future()
+        self._ends.add(end)
+
+        def counted() -> T:
+            try:
+                return function()
+            finally:
+                try:
+                    loop.call_soon_threadsafe(self._ended, end)
+                except RuntimeError:  # the loop has closed: nobody waits for it any more
+                    pass
+
+        return await in_thread(counted)
+
+    def _ended(self, end: asyncio.Future[None]) -> None:
+        self._ends.discard(end)
+        if not end.done():
+            end.set_result(None)
+
+    async def settled(self) -> None:
+        """Returns once every call started on the running loop has ended (a call of a loop that has
+        closed cannot be waited for, and is forgotten)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self._ends = {end for end in self._ends if end.get_loop() is loop}
+            if not self._ends:
+                return
+            await asyncio.wait(set(self._ends))
 
 
 def _started(function: Callable[..., T], args: Any, kwargs: Any) -> asyncio.Future[T]:
@@ -64,4 +105,4 @@ def _settle(future: asyncio.Future[Any], result: Any, error: Optional[BaseExcept
         future.set_exception(RuntimeError(error) if isinstance(error, StopIteration) else error)
 
 
-__all__ = ["THREAD_NAME", "in_thread"]
+__all__ = ["THREAD_NAME", "Calls", "in_thread"]

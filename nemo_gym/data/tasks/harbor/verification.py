@@ -25,7 +25,7 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from nemo_gym.data.tasks.harbor._values import finite_float
 from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
@@ -345,7 +345,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         raise SandboxError(
             f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
         )
-    async with _one_at_a_time(sandbox):
+    async with _one_at_a_time(sandbox, _run_limit(plan)):
         return await _verify(plan, sandbox, verifier)
 
 
@@ -354,10 +354,17 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
 _TURNS: weakref.WeakKeyDictionary[Any, Tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = weakref.WeakKeyDictionary()
 
 
+# The tasks that hand a sandbox's turn on once its abandoned grading has ended (the loop keeps only
+# weak references to tasks).
+_HANDOVERS: Set[asyncio.Task[None]] = set()
+
+
 @asynccontextmanager
-async def _one_at_a_time(sandbox: Sandbox) -> AsyncIterator[None]:
+async def _one_at_a_time(sandbox: Sandbox, limit: float) -> AsyncIterator[None]:
     """Holds ``sandbox``'s turn (a lock of the running loop's) for one grading; a sandbox that
-    cannot be weakly referenced is not serialised."""
+    cannot be weakly referenced is not serialised. A grading that ends by an exception (cancelled,
+    timed out) may leave its exec running in the sandbox (an engine's cannot be stopped): the turn
+    passes on when the sandbox's ``settled()`` says every exec has ended, or after ``limit`` seconds."""
     loop = asyncio.get_running_loop()
     try:
         held = _TURNS.get(sandbox)
@@ -366,8 +373,36 @@ async def _one_at_a_time(sandbox: Sandbox) -> AsyncIterator[None]:
     except TypeError:  # unhashable, or no weak reference to it
         yield
         return
-    async with held[1]:
+    turn = held[1]
+    await turn.acquire()
+    settled = getattr(sandbox, "settled", None)
+    try:
         yield
+    except BaseException:
+        if settled is None:
+            turn.release()
+        else:
+            handover = loop.create_task(_pass_on(turn, settled, limit))
+            _HANDOVERS.add(handover)
+            handover.add_done_callback(_HANDOVERS.discard)
+        raise
+    turn.release()
+
+
+async def _pass_on(turn: asyncio.Lock, settled: Callable[[], Awaitable[None]], limit: float) -> None:
+    try:
+        await asyncio.wait_for(settled(), limit)
+    except Exception as error:  # a sandbox lost for good: its next grading finds that out itself
+        LOGGER.warning(
+            "an abandoned grading did not end within %s s (%s); the sandbox's next one goes ahead", limit, error
+        )
+    finally:
+        turn.release()
+
+
+def _run_limit(plan: VerificationPlan) -> float:
+    """How long grading ``plan`` may take in all before the host gives up on it."""
+    return plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
 
 
 async def _verify(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[User]) -> VerificationOutcome:
@@ -568,7 +603,7 @@ class _Grading:
 
     @property
     def run_limit(self) -> float:
-        return self.plan.timeout_sec + KILL_AFTER_SEC + HOUSEKEEPING_TIMEOUT_SEC + HOST_MARGIN_SEC
+        return _run_limit(self.plan)
 
     def archive(self, *, piped: bool) -> bytes:
         top = self.steps.tests_dir.rsplit("/", 1)[1]

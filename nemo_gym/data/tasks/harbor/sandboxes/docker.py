@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
-from nemo_gym.data.tasks.harbor._threads import in_thread
+from nemo_gym.data.tasks.harbor._threads import Calls, in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
@@ -278,6 +278,12 @@ class DockerSandbox:
         self._container: Any = None
         self.default_user: Optional[User] = None  # the image's USER, once the container runs
         self.environment: Dict[str, str] = {}  # what every exec inherits, once the container runs
+        self._execs = Calls()
+
+    async def settled(self) -> None:
+        """Returns once every exec this sandbox started has ended, those a caller gave up on included:
+        the engine cannot stop an exec, so an abandoned grading runs on in the container."""
+        await self._execs.settled()
 
     async def __aenter__(self) -> DockerSandbox:
         await self.start()
@@ -669,7 +675,7 @@ class DockerSandbox:
     async def _in_time(self, run: Callable[[], T], timeout_s: Optional[float]) -> T:
         self._require()
         try:
-            return await asyncio.wait_for(in_thread(run), timeout_s)
+            return await asyncio.wait_for(self._execs.run(run), timeout_s)
         except asyncio.TimeoutError:
             raise ExecTimeout(f"the command outlived {timeout_s} s") from None
         except SandboxError:
