@@ -184,6 +184,8 @@ def test_a_separate_rollout_without_its_verifier_sandbox_is_refused_before_any_r
     ran = []
 
     class Watched:
+        admin_user = "root"
+
         async def exec(self, *args: Any, **kwargs: Any) -> Any:
             ran.append(args)
             raise AssertionError("no verification may start")
@@ -312,12 +314,28 @@ def test_a_progress_callback_that_raises_loses_nothing(caplog):
 def test_verify_rollouts_refuses_what_is_not_a_rollout_and_a_bad_jobs(tmp_path):
     task = load_task(EXAMPLES / "answer-file")
     sandbox = LocalSandbox(tmp_path)
-    with pytest.raises(TypeError, match=r"rollout 0: its plan must be a VerificationPlan \(plan_verification's\)"):
+    with pytest.raises(TypeError, match=r"rollout 0: plan must be a VerificationPlan \(plan_verification's\)"):
         asyncio.run(verify_rollouts([Rollout(None, sandbox)]))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="rollout 1: must be a Rollout, not tuple"):
         asyncio.run(verify_rollouts([Rollout(plan_verification(task), sandbox), (1, 2)]))  # type: ignore[list-item]
     with pytest.raises(ValueError, match="jobs must be a whole number of at least 1, not 0"):
         asyncio.run(verify_rollouts([Rollout(plan_verification(task), sandbox)], jobs=0))
+    # An operator's trial: each of these was a mask of every rollout (or a callback never run).
+    plan = plan_verification(task)
+    with pytest.raises(TypeError, match=r"^rollout 0: sandbox must be a sandbox .*, not NoneType$"):
+        asyncio.run(verify_rollouts([Rollout(plan, None)]))  # type: ignore[arg-type]
+    separate = plan_verification(EXAMPLES / "separate-verifier")
+    with pytest.raises(TypeError, match=r"^rollout 0: open_verifier must be what opens .*, not str$"):
+        asyncio.run(verify_rollouts([Rollout(separate, sandbox, task, "local")]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^rollout 0: task must be a Task \(load_task's\) or a task folder$"):
+        asyncio.run(verify_rollouts([Rollout(separate, sandbox, 7, lambda spec: None)]))  # type: ignore[arg-type]
+
+    async def shown(done: int, total: int, index: int, outcome: Any) -> None:
+        pass
+
+    for progress in (shown, "bar"):
+        with pytest.raises(TypeError, match=r"^verify_rollouts\(\): progress must be a plain function"):
+            asyncio.run(verify_rollouts([Rollout(plan, sandbox)], progress=progress))  # type: ignore[arg-type]
 
 
 @needs_namespaces

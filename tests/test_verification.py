@@ -654,5 +654,73 @@ def test_a_docker_sandbox_never_started_is_the_callers_mistake_and_raises(tmp_pa
     from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 
     sandbox = DockerSandbox("any-image", workspace=tmp_path, client=object())
-    with pytest.raises(SandboxNotStarted, match="use it as `async with`"):
+    with pytest.raises(SandboxNotStarted, match="verify in it inside its `async with`"):
         asyncio.run(run_verification(plan_verification(load_task(EXAMPLES / "answer-file")), sandbox))
+
+
+def test_an_operators_wrong_arguments_are_one_sentence_naming_them(tmp_path):
+    """An operator's trial: each of these surfaced as an AttributeError deep in a run, or masked."""
+    task = load_task(EXAMPLES / "answer-file")
+    plan = plan_verification(task)
+    sandbox = LocalSandbox(tmp_path)
+    with pytest.raises(TypeError, match=r"^run_verification\(\): plan must be a VerificationPlan .*, not Task$"):
+        asyncio.run(run_verification(task, sandbox))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^run_verification\(\): sandbox must be a sandbox .*, not str$"):
+        asyncio.run(run_verification(plan, "/tmp"))  # type: ignore[arg-type]
+    for secrets in ([("API_KEY", "x")], "API_KEY=x"):
+        with pytest.raises(TypeError, match=r"secrets must be a mapping of names to strings \(a dict\), not "):
+            plan_verification(task, secrets=secrets)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"host_env must be a mapping of names to strings \(a dict\), not str"):
+        plan_verification(task, host_env="API_KEY=1")  # type: ignore[arg-type]
+    with pytest.raises(TaskError, match=r"secrets\['API_KEY'\]: a name is not empty and has no '=' or NUL, a value"):
+        plan_verification(task, secrets={"API_KEY": "tok\0en"})
+    asyncio.run(sandbox.close())
+
+
+def test_a_plans_repr_never_shows_a_secret_filled_into_its_env(tmp_path):
+    task = write_files(tmp_path / "task", {"task.toml": '[verifier]\nenv = { KEY = "${API_KEY}" }\n'})
+    write_files(task, {"tests/verifier.py": "def verify():\n    return 1\n"})
+    plan = plan_verification(task, secrets={"API_KEY": "s3cr3t-VALUE-xyz"})
+    assert plan.env == {"KEY": "s3cr3t-VALUE-xyz"}  # it is there to run with
+    assert "s3cr3t" not in repr(plan) and "s3cr3t" not in str(plan)
+
+
+def test_a_separate_run_refuses_a_plan_made_for_another_task(tmp_path):
+    """A plan holds no verifier of its task's choosing beyond its files: run with another task, it
+    graded with that task's sandbox and artifacts and this plan's verifier, silently."""
+    import shutil
+
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import verifier_sandbox_opener
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+
+    other = Path(shutil.copytree(EXAMPLES / "separate-verifier", tmp_path / "other"))
+    plan = plan_verification(other)  # a folder will do, as for plan_verification
+    sandbox = LocalSandbox(tmp_path)
+    opener = verifier_sandbox_opener(EXAMPLES / "separate-verifier", kind="local")
+    with pytest.raises(TaskError, match=r"the plan was made for the task 'other' \(.*other\), not for 'separate-ve"):
+        asyncio.run(run_separate_verification(EXAMPLES / "separate-verifier", plan, sandbox, opener))
+    with pytest.raises(TypeError, match=r"open_verifier must be what opens the verifier's sandbox .* not str$"):
+        asyncio.run(run_separate_verification(other, plan, sandbox, "local"))  # type: ignore[arg-type]
+    assert sandbox.started  # refused before anything ran: the agent's sandbox is still there
+    asyncio.run(sandbox.close())
+
+
+def test_a_local_sandbox_closed_raises_and_one_dropped_leaves_no_folder(tmp_path):
+    import gc
+
+    from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxNotStarted
+
+    plan = plan_verification(load_task(EXAMPLES / "answer-file"))
+    sandbox = LocalSandbox(tmp_path)
+    root = sandbox.host_path(sandbox.tests_dir).parent
+    asyncio.run(sandbox.close())
+    assert not root.exists() and not sandbox.started
+    with pytest.raises(SandboxNotStarted, match=r"is not running \(never started, or closed\)"):
+        asyncio.run(run_verification(plan, sandbox))
+    asyncio.run(sandbox.close())  # a second close does nothing
+    dropped = LocalSandbox(tmp_path)
+    root = dropped.host_path(dropped.tests_dir).parent
+    assert root.is_dir()
+    del dropped
+    gc.collect()
+    assert not root.exists()

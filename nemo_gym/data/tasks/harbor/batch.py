@@ -10,6 +10,7 @@ cluster); ``jobs`` bounds how many this process drives at once, whatever runs th
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from dataclasses import dataclass
@@ -25,12 +26,11 @@ from typing import (
     TypeVar,
 )
 
-from nemo_gym.data.tasks.harbor.task import TaskError
+from nemo_gym.data.tasks.harbor.task import Task, TaskError
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox
     from nemo_gym.data.tasks.harbor.separate import VerifierSandboxSpec
-    from nemo_gym.data.tasks.harbor.task import Task
     from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, VerificationPlan
 
 LOGGER = logging.getLogger(__name__)
@@ -137,20 +137,28 @@ async def verify_rollouts(
     ``TaskError`` before any verification starts; a task's mistake found during a run (``TaskError``)
     stops the batch and is raised, since every rollout of that task would hit it.
     """
-    from nemo_gym.data.tasks.harbor.verification import VerificationPlan
+    from nemo_gym.data.tasks.harbor.verification import check_arguments
 
+    if progress is not None and (not callable(progress) or inspect.iscoroutinefunction(progress)):
+        raise TypeError(
+            "verify_rollouts(): progress must be a plain function, called as each rollout ends "
+            f"(an async def one would never run), not {getattr(progress, '__name__', type(progress).__name__)}"
+        )
     items = list(rollouts)
     for index, rollout in enumerate(items):
         if not isinstance(rollout, Rollout):
             raise TypeError(f"rollout {index}: must be a Rollout, not {type(rollout).__name__}")
-        if not isinstance(rollout.plan, VerificationPlan):
-            raise TypeError(
-                f"rollout {index}: its plan must be a VerificationPlan (plan_verification's), "
-                f"not {type(rollout.plan).__name__}"
-            )
+        check_arguments(rollout.plan, rollout.sandbox, f"rollout {index}")
         if rollout.plan.mode == "separate" and (rollout.task is None or rollout.open_verifier is None):
             raise TaskError(
                 f"rollout {index}: its verifier runs in a sandbox of its own: give its task and open_verifier"
+            )
+        if rollout.task is not None and not isinstance(rollout.task, (Task, str, os.PathLike)):
+            raise TypeError(f"rollout {index}: task must be a Task (load_task's) or a task folder")
+        if rollout.open_verifier is not None and not callable(rollout.open_verifier):
+            raise TypeError(
+                f"rollout {index}: open_verifier must be what opens the verifier's sandbox "
+                f"(verifier_sandbox_opener's), not {type(rollout.open_verifier).__name__}"
             )
     return await map_bounded(items, verify_rollout, jobs=default_jobs() if jobs is None else jobs, progress=progress)
 

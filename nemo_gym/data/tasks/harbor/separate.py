@@ -16,25 +16,27 @@ import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import AsyncContextManager, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import AsyncContextManager, Awaitable, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from nemo_gym.data.tasks.harbor.artifacts import Artifact, CollectedArtifacts, collect_artifacts, deliver_artifacts
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
 from nemo_gym.data.tasks.harbor.network import verifier_network
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, require_started, sandbox_option
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, env_table, sidecar_refusal
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task, env_table, sidecar_refusal
 from nemo_gym.data.tasks.harbor.verification import (
     ENTRYPOINT_FAILED,
     ENTRYPOINT_LOG,
     LOGGER,
     VerificationOutcome,
     VerificationPlan,
+    check_arguments,
     count_mask,
     entrypoint_state,
     masked,
     run_collect_hooks,
     run_verification,
+    task_key,
 )
 from nemo_gym.data.tasks.harbor.verifier_env import (
     effective_verifier_environment,
@@ -125,7 +127,7 @@ def _artifacts(task: Task, step: Optional[str]) -> Sequence[Artifact]:
 
 
 async def run_separate_verification(
-    task: Task,
+    task: Union[Task, str, os.PathLike[str]],
     plan: VerificationPlan,
     agent: Sandbox,
     open_verifier: Callable[[VerifierSandboxSpec], AsyncContextManager[Sandbox]],
@@ -139,6 +141,18 @@ async def run_separate_verification(
     either sandbox mask the sample, as in shared mode; a task the sandbox cannot honour
     (``TaskError``) and an image that does not build (``ImageBuildError``) are the author's, and
     raise."""
+    task = as_task(task, "run_separate_verification()")
+    check_arguments(plan, agent, "run_separate_verification()")
+    if not callable(open_verifier):
+        raise TypeError(
+            "run_separate_verification(): open_verifier must be what opens the verifier's sandbox "
+            f"(verifier_sandbox_opener's, provider_verifier_opener's), not {type(open_verifier).__name__}"
+        )
+    if plan.task_key is not None and plan.task_key != task_key(task):
+        raise TaskError(
+            f"run_separate_verification(): the plan was made for the task {plan.task_key[1]!r} "
+            f"({plan.task_key[0]}), not for {task.id!r} ({task.path}): plan each task's rollouts from that task"
+        )
     if plan.mode != "separate":
         raise TaskError(f"{task.path / 'task.toml'}: this verifier runs in the agent's sandbox: use run_verification")
     require_started(agent)

@@ -892,6 +892,15 @@ def _some(names: Sequence[str], shown: int = 5) -> str:
     return ", ".join(names[:shown]) + more
 
 
+def as_task(task: Union[Task, str, os.PathLike[str]], where: str) -> Task:
+    """``task``, or the task in the folder given for it; ``TypeError`` naming ``where`` for anything else."""
+    if isinstance(task, (str, os.PathLike)):
+        return load_task(Path(task))
+    if not isinstance(task, Task):
+        raise TypeError(f"{where}: task must be a Task (load_task's) or a task folder, not {type(task).__name__}")
+    return task
+
+
 def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_runnable: bool = True) -> Task:
     """The task in ``task_dir``, with what its dataset (the folder holding it) adds.
 
@@ -959,6 +968,7 @@ __all__ = [
     "VerifierConfig",
     "artifact_destination_refusal",
     "artifact_source_refusal",
+    "as_task",
     "brackets_nest_too_deep",
     "default_destination",
     "env_table",

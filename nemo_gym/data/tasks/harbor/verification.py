@@ -70,7 +70,7 @@ from nemo_gym.data.tasks.harbor.staging import (
     shim_files,
     stage_archive,
 )
-from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError, load_task
+from nemo_gym.data.tasks.harbor.task import CollectHook, Task, TaskError, as_task
 from nemo_gym.data.tasks.harbor.verifier_env import step_verifier_mode, verifier_mode
 
 TEST_SH, PYTHON = "test.sh", "verifier.py"
@@ -201,7 +201,7 @@ class VerificationPlan:
     kind: str
     files: Tuple[ShimFile, ...]
     timeout_sec: float
-    env: Dict[str, str]
+    env: Dict[str, str] = field(repr=False)  # values filled from secrets: never in a log line
     user: Optional[User] = None
     inputs: Tuple[str, ...] = ()
     collect: Tuple[CollectHook, ...] = ()
@@ -213,6 +213,9 @@ class VerificationPlan:
     # /tests/test.sh its image ships instead of staging the task's tests/.
     in_verifier_sandbox: bool = False
     keep_tests: bool = False
+    # The task the plan was made for (its folder and id: a row's id tells the rows of one dataset
+    # apart), so a run given another task refuses rather than grading with the wrong verifier.
+    task_key: Optional[Tuple[str, str]] = None
 
     @property
     def archive(self) -> bytes:
@@ -245,22 +248,28 @@ def plan_verification(
     timeout and must be a finite number of seconds above 0; ``response`` and ``task_data`` are any
     mappings JSON can write (``TaskError`` otherwise).
     """
-    if isinstance(task, (str, os.PathLike)):
-        task = load_task(Path(task))
-    elif not isinstance(task, Task):
-        raise TypeError(
-            f"plan_verification(): task must be a Task (load_task's) or a task folder, not {type(task).__name__}"
-        )
+    task = as_task(task, "plan_verification()")
     if timeout_sec is not None and not (finite_float(timeout_sec) or 0) > 0:
         raise TaskError(
             f"plan_verification(): timeout_sec must be a finite number of seconds above 0, not {timeout_sec!r}"
         )
+    for argument, mapping in (("secrets", secrets), ("host_env", host_env)):
+        if mapping is not None and not isinstance(mapping, Mapping):
+            raise TypeError(
+                f"plan_verification(): {argument} must be a mapping of names to strings (a dict), "
+                f"not {type(mapping).__name__}"
+            )
     given: Mapping[Any, Any] = secrets or {}  # a caller's, unchecked by type: any keys and values
     for name, value in given.items():
         if not isinstance(name, str) or not isinstance(value, str):
             wrong = value if isinstance(name, str) else name
             raise TaskError(
                 f"plan_verification(): secrets must map names to strings: {name!r} is {type(wrong).__name__}"
+            )
+        if "\0" in value or not name or "=" in name or "\0" in name:  # what a process environment holds
+            raise TaskError(
+                f"plan_verification(): secrets[{name!r}]: a name is not empty and has no '=' or NUL, a value "
+                "has no NUL (a process environment holds nothing else)"
             )
     where = f"{task.path / 'task.toml'} [verifier].env"
     choice = task_verifier(task, step)
@@ -306,7 +315,25 @@ def plan_verification(
         secrets=used_secrets,
         mode=mode,
         step=step,
+        task_key=task_key(task),
     )
+
+
+def task_key(task: Task) -> Tuple[str, str]:
+    """What tells ``task`` apart from any other: its folder and its id."""
+    return (str(task.path), task.id)
+
+
+def check_arguments(plan: Any, sandbox: Any, where: str) -> None:
+    """``TypeError``, naming ``where`` and the argument, for a plan or sandbox of the wrong kind: the
+    caller's mistake, which would otherwise surface as an ``AttributeError`` deep in a run."""
+    if not isinstance(plan, VerificationPlan):
+        raise TypeError(f"{where}: plan must be a VerificationPlan (plan_verification's), not {type(plan).__name__}")
+    if not callable(getattr(sandbox, "exec", None)) or not hasattr(sandbox, "admin_user"):
+        raise TypeError(
+            f"{where}: sandbox must be a sandbox (a LocalSandbox, a DockerSandbox, attach()'s), "
+            f"not {type(sandbox).__name__}"
+        )
 
 
 def _is_admin(user: Optional[User], sandbox: Sandbox) -> bool:
@@ -324,6 +351,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
     under its timeout, and scores what comes back. Secret values never reach the outcome; any
     fault of the sandbox (an exception of any kind from it, damaged or lost results) masks the
     sample, never scores it."""
+    check_arguments(plan, sandbox, "run_verification()")
     if isinstance(plan.user, str) and ":" in plan.user and not getattr(sandbox, "supports_user_groups", False):
         raise TaskError(
             f"[verifier].user = {plan.user!r}: a user with a group (name:group) works on the Docker sandbox only"

@@ -195,8 +195,8 @@ def require_started(sandbox: Any) -> None:
     every command in it would fail, and each sample would be masked for the caller's mistake."""
     if sandbox_option(sandbox, "started", True) is False:
         raise SandboxNotStarted(
-            f"the {type(sandbox).__name__} is not started: use it as `async with` (or await its start()) "
-            "before verifying in it"
+            f"the {type(sandbox).__name__} is not running (never started, or closed): verify in it inside its "
+            "`async with` (or between its start() and close())"
         )
 
 

@@ -31,11 +31,12 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    Union,
 )
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.healthchecks import run_healthcheck
-from nemo_gym.data.tasks.harbor.task import Task, TaskError
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task
 from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, declared_workdir, working_directory
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ async def _healthy(task: Task, sandbox: Any, workspace: Path, mounts: Optional[M
 
 
 def verifier_sandbox_opener(
-    task: Task,
+    task: Union[Task, str, os.PathLike[str]],
     *,
     kind: str = "docker",
     image: Optional[str] = None,
@@ -226,6 +227,7 @@ def verifier_sandbox_opener(
     An allowlist is refused (``TaskError``) on both: neither can enforce one, and a verifier given
     more network than its task allows could reach what the task fenced off.
     """
+    task = as_task(task, "verifier_sandbox_opener()")
     where = task.path / "task.toml"
 
     def refuse_allowlist(spec: VerifierSandboxSpec) -> None:

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -176,6 +177,13 @@ def _layered(folder: str) -> List[str]:
     return arguments
 
 
+def _remove_tree(root: Path) -> None:
+    try:
+        shutil.rmtree(root, ignore_errors=True)
+    except RecursionError:  # folders nested deeper than Python's recursion (a verifier's doing)
+        subprocess.run([host_tool("rm"), "-rf", "--", str(root)], check=False)
+
+
 class LocalSandbox:
     """A sandbox on this machine; use it as an async context manager (``close`` removes its folders).
 
@@ -222,6 +230,8 @@ class LocalSandbox:
                 raise SandboxError(f"the mount {host}:{path} needs an existing host folder and an absolute path")
             self._mounts[posixpath.normpath(path)] = Path(host).resolve()
         self._root = Path(tempfile.mkdtemp(prefix="nemo-gym-sandbox-"))
+        # A sandbox never closed (used without `async with`, or dropped) leaves no folder behind.
+        self._remove_root = weakref.finalize(self, _remove_tree, self._root)
         for folder in ("tests", "logs/verifier", "tmp", "solution", "etc"):
             (self._root / folder).mkdir(parents=True)
         (self._root / "tmp").chmod(_SCRATCH_MODE)
@@ -285,10 +295,12 @@ class LocalSandbox:
         await self.close()
 
     async def close(self) -> None:
-        try:
-            shutil.rmtree(self._root, ignore_errors=True)
-        except RecursionError:  # folders nested deeper than Python's recursion (a verifier's doing)
-            subprocess.run([host_tool("rm"), "-rf", "--", str(self._root)], check=False)
+        self._remove_root()  # once: a second close does nothing
+
+    @property
+    def started(self) -> bool:
+        """Usable from its construction (``async with`` is optional) until it is closed."""
+        return self._remove_root.alive
 
     def host_path(self, sandbox_path: str) -> Path:
         """The host path behind a sandbox path; only the sandbox's folders and the workspace."""
