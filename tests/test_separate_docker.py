@@ -305,3 +305,46 @@ def test_an_entrypoint_that_dies_during_the_rollout_masks_the_sample(docker_clie
     assert ran.returncode == 1
     assert "dies: FAILED (masked: harbor:entrypoint_failed:" in ran.stdout, ran.stdout + ran.stderr
     assert left() == set()
+
+
+def test_a_verifier_image_missing_from_the_engine_fails_loudly_before_the_agents_sandbox_stops(
+    docker_client, left, base, tmp_path
+):
+    """An operator's trial: a declared verifier image the engine does not hold (nothing is pulled here)
+    masked every rollout of the task, each after its agent's sandbox had stopped. A configuration
+    error, it now raises before the stop, the agent's sandbox still there to verify another way."""
+    import asyncio
+
+    from images import LABEL
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import verifier_sandbox_opener
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+    from nemo_gym.data.tasks.harbor.task import TaskError, load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification
+
+    missing = "nemo-gym-test/never-built-verifier:1"
+    toml = (
+        f'artifacts = ["/app"]\n[verifier.environment]\ndocker_image = "{missing}"\n[environment]\nworkdir = "/app"\n'
+    )
+    task = load_task(
+        write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+    )
+
+    async def run() -> str:
+        agent = DockerSandbox(
+            base,
+            workspace=write_files(tmp_path / "ws", {"out.txt": "42"}),
+            workdir="/app",
+            labels=LABEL,
+            client=docker_client,
+        )
+        async with agent:
+            with pytest.raises(
+                TaskError, match=f"the separate verifier's image {missing!r} is not on the Docker engine"
+            ):
+                await run_separate_verification(task, plan_verification(task), agent, verifier_sandbox_opener(task))
+            return (await agent.exec("cat /app/out.txt")).stdout
+
+    assert asyncio.run(run()) == "42"  # the agent's sandbox ran on
+    assert left() == set()

@@ -288,6 +288,11 @@ def _inspect(client: Any, tag: str) -> Optional[Mapping[str, Any]]:
         raise SandboxError(f"cannot inspect the image {tag}: {error}") from error
 
 
+def image_exists(client: Any, tag: str) -> bool:
+    """Whether the engine holds the image ``tag`` (``SandboxError`` when it cannot say)."""
+    return _inspect(client, tag) is not None
+
+
 def image_record(client: Any, tag: str) -> Optional[ImageRecord]:
     """The record of the image ``tag`` when it was built here (it carries this module's labels,
     naming ``tag``); ``None`` for any other image, or none of that name."""
@@ -563,6 +568,7 @@ __all__ = [
     "base_images",
     "content_digest",
     "content_tag",
+    "image_exists",
     "image_record",
     "image_record_async",
     "plan_builds",

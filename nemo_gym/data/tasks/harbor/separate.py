@@ -183,6 +183,16 @@ async def _apart(
 ) -> VerificationOutcome:
     """Artifacts out, the agent's sandbox stopped, the verifier's started, artifacts in, graded."""
     with tempfile.TemporaryDirectory(prefix="nemo-gym-artifacts-") as scratch:
+        # The opener's own look (its image on the engine, say) before anything of the agent's is
+        # halted or stopped: a configuration error raises with the agent's sandbox as it was.
+        prepare = getattr(open_verifier, "prepare", None)
+        if prepare is not None:
+            try:
+                await prepare(spec)
+            except (TaskError, ImageBuildError, KeyboardInterrupt):
+                raise
+            except Exception as error:  # the engine's fault: masked, as when the sandbox fails to start
+                return _mask(plan, "sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
         transcript = Artifact(source=TRANSCRIPT, destination="agent/trajectory.json", service="main", exclude=())
         try:
             collected = await _collect_quietly(agent, (*artifacts, transcript), Path(scratch), stop_agent)

@@ -286,7 +286,24 @@ def verifier_sandbox_opener(
             async with local:
                 yield local
 
+    async def prepare_container(spec: VerifierSandboxSpec) -> None:
+        """Before the agent's sandbox stops: the image there (built, when it is built from tests/), or
+        ``TaskError``, a configuration error that would mask every rollout of the task."""
+        from nemo_gym.data.tasks.harbor._threads import in_thread
+        from nemo_gym.data.tasks.harbor.image_build import image_exists
+
+        refuse_allowlist(spec)
+        client = docker_client()
+        declared = (task_image if spec.inherits_image and spec.image else None) or spec.image
+        name, _ = await _image(client, task, image or declared, "verifier", spec.build_context, progress)
+        if not await in_thread(image_exists, client, name):
+            raise TaskError(
+                f"{where}: the separate verifier's image {name!r} is not on the Docker engine (nothing is "
+                "pulled here): build or load it first, or name another with image="
+            )
+
     if kind == "docker":
+        open_container.prepare = prepare_container  # type: ignore[attr-defined]
         return open_container
     if kind == "local":
         return open_local
