@@ -44,6 +44,29 @@ def test_verify_with_a_response_file_json_or_text(tmp_path):
     assert result.stderr.endswith(unread), result.stderr
 
 
+def test_a_response_or_task_data_given_to_a_test_sh_verifier_is_said_to_be_unread(tmp_path):
+    """A new author's trial: --response (and --task-data) went silently unused on a test.sh task,
+    which gets neither (Harbor hands test.sh no response), so a failing answer looked graded."""
+    (tmp_path / "answer.md").write_text("42\n")
+    (tmp_path / "data.json").write_text('{"expected": 42}\n')
+    result = gym(
+        "verify",
+        "examples/bash-test",
+        "--response",
+        str(tmp_path / "answer.md"),
+        "--task-data",
+        str(tmp_path / "data.json"),
+    )
+    assert result.stdout.startswith("reward 1 "), result.stdout + result.stderr
+    assert result.stderr.endswith(
+        f"gym-harbor: note: examples/bash-test's verifier is a test.sh, which gets no response or task_data "
+        f"(Harbor hands test.sh neither), so {tmp_path / 'answer.md'} and {tmp_path / 'data.json'} were not read\n"
+    ), result.stderr
+    assert "not read" not in gym("verify", "examples/bash-test").stderr
+    result = gym("verify", "examples/bash-test", "--task-data", str(tmp_path / "data.json"))
+    assert result.stderr.endswith(f"so {tmp_path / 'data.json'} was not read\n"), result.stderr
+
+
 def test_a_task_folder_given_as_the_workspace_is_noted():
     result = gym("verify", "examples/answer-file", "--workspace", "examples/answer-file")
     assert result.stdout.startswith("reward 0 ")  # graded all the same: no answer.txt there

@@ -331,6 +331,13 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         )
     if args.response and _never_reads(task, args.step, "response"):
         print(f"{PROG}: note: verify declares no `response`, so {args.response} was not read", file=sys.stderr)
+    unread = [str(path) for path in (args.response, args.task_data) if path]
+    if unread and _python_verifier(task, args.step) is None:
+        print(
+            f"{PROG}: note: {_label(args)}'s verifier is a test.sh, which gets no response or task_data (Harbor "
+            f"hands test.sh neither), so {' and '.join(unread)} {'was' if len(unread) == 1 else 'were'} not read",
+            file=sys.stderr,
+        )
     if outcome.failure_kind is not None and args.task_data is None:
         said = _missing_task_data(task, args.step)
         if said is not None:
