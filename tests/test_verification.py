@@ -126,6 +126,17 @@ def test_timeout_without_a_reward(tmp_path):
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.parametrize("seconds", [0.001, 0.004, 0.009])
+def test_a_timeout_shorter_than_the_clocks_tick_still_reads_as_a_timeout(tmp_path, seconds):
+    """An operator's trial: `--timeout 0.001` read as "the runner sent no report" (missing_reward),
+    0.01 as a timeout: the run's elapsed time is read in centiseconds (/proc/uptime), each reading cut
+    down, so a run killed at 1 ms measured 0 s, short of its timeout."""
+    task = make_task(tmp_path / "task", {"tests/verifier.py": "import time\ndef verify():\n    time.sleep(30)\n"})
+    for _ in range(3):
+        outcome = verify_locally(task, tmp_path, timeout_sec=seconds)
+        assert (outcome.failure_kind, outcome.timed_out) == (VERIFIER_TIMEOUT, True), outcome.detail
+
+
 def test_a_reward_written_before_the_timeout_stands(tmp_path):
     task = make_task(tmp_path / "task", {"tests/test.sh": "echo 0.25 > /logs/verifier/reward.txt\nsleep 30\n"})
     outcome = verify_locally(task, tmp_path, timeout_sec=1)

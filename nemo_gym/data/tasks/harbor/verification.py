@@ -754,6 +754,10 @@ class _Grading:
             raise _Stopped(masked("sandbox_error", f"grading failed: {_describe(error)}")) from error
 
 
+# Grading reads the run's elapsed time from /proc/uptime, in centiseconds, each of its two readings cut
+# down: a run killed at its 1 ms timeout can read as 0 s, so a timeout is judged to the tick.
+ELAPSED_TICK_SEC = 0.01
+
 THAW_TIMEOUT_SEC = 10  # one builtin's run; a sandbox that cannot do that in 10 s is lost anyway
 
 
@@ -797,7 +801,7 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
     """Scores what came back: a task's own test.sh by its reward files, as Harbor does; the shim by
     the runner's report (``reports``)."""
     elapsed = collected.elapsed_sec or 0.0
-    timed_out = collected.status in (124, 137) and elapsed >= plan.timeout_sec
+    timed_out = collected.status in (124, 137) and elapsed + ELAPSED_TICK_SEC >= plan.timeout_sec
     files: Dict[str, Optional[bytes]] = {}
     for name, kind in collected.kinds.items():
         files[name] = collected.files.get(name) if kind == "file" else UNREADABLE
