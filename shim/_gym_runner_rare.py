@@ -150,12 +150,27 @@ def fail(error: "BaseException", logs_dir: "str", channel: "Optional[Reporter]")
     if isinstance(error, VerifierError):
         if channel is not None:  # first: printing the traceback imports modules
             channel.send("error", str(error))
+        _remove_stray_rewards(logs_dir)
         print_error(error)
         return 1
     if channel is not None:
         channel.send("error", f"cannot write reward.json: {error}")
+    _remove_stray_rewards(logs_dir)
     print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{MISSING_REWARD}")
     return 1
+
+
+def _remove_stray_rewards(logs_dir: "str") -> None:
+    """Removes the reward files a failed run leaves (the runner removed both before ``verify`` ran,
+    so ``verify``, or a program it ran, wrote them): stock Harbor would score them, and NeMo Gym's
+    server, which scores the runner's report alone, would not. A process ``verify`` left running can
+    still write one afterwards; under NeMo Gym's server none outlives grading."""
+    for name in ("reward.json", "reward.txt"):
+        try:
+            os.unlink(os.path.join(logs_dir, name))
+        except OSError:  # none there (the common case), or not ours to remove
+            continue
+        print(f"verifier note: removed the {name} that verify (or a program it ran) wrote: only verify's return value is the score")
 
 
 def describe(error: "BaseException") -> "str":

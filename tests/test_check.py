@@ -444,3 +444,18 @@ def test_a_verify_without_a_return_is_a_warning(tmp_path):
     )
     nested = "async def verify(workspace):\n    for x in [1]:\n        if x:\n            return x\n"
     assert [f for f in check(_task(tmp_path / "nested", verifier=nested)) if f.key == "verify"] == []
+
+
+@pytest.mark.parametrize("name", ["reward.txt", "reward.json"])
+def test_a_verifier_that_names_a_reward_file_is_told_its_return_value_is_the_score(tmp_path, name):
+    """A new author's trial: stock Harbor's habit, writing /logs/verifier/reward.txt from verify,
+    scores nothing here (the runner removes the file, or the server ignores it)."""
+    writes = f"from pathlib import Path\ndef verify(workspace):\n    Path('/logs/verifier/{name}').write_text('1')\n    return 1\n"
+    (finding,) = [f for f in check(_task(tmp_path / "writes", verifier=writes)) if f.key == name]
+    assert (finding.severity, finding.message) == (
+        WARNING,
+        "names a reward file: verify's return value is the score, and a reward file verify writes is removed "
+        "(a failed run) or ignored; return the score instead",
+    )
+    reads = "def verify(workspace):\n    return 1\n"
+    assert [f for f in check(_task(tmp_path / "plain", verifier=reads)) if f.key in ("reward.txt", "reward.json")] == []

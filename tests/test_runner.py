@@ -448,6 +448,24 @@ def test_a_planted_reward_is_removed_when_verify_fails(run_shim, tmp_path: Path)
     assert run.files == ["actions.jsonl"]
 
 
+@pytest.mark.parametrize("written", ["reward.txt", "reward.json"])
+@pytest.mark.parametrize("ending", ["return None", "raise RuntimeError('no')", "return 'yes'"])
+def test_a_reward_file_verify_wrote_itself_is_removed_when_the_run_fails(run_shim, tmp_path: Path, written, ending):
+    """A new author's trial: a verify that wrote reward.txt itself (stock Harbor's habit) and returned
+    nothing scored 0 under NeMo Gym and 1 under stock Harbor, which reads the file the runner left."""
+    logs = tmp_path / "logs" / "verifier"
+    logs.mkdir(parents=True)
+    source = (
+        "import os\ndef verify():\n"
+        f"    open(os.path.join(os.environ['VERIFIER_LOGS_DIR'], {written!r}), 'w').write('1')\n"
+        f"    {ending}\n"
+    )
+    run = run_shim(source)
+    assert run.returncode == 1
+    assert run.files == [], run.output
+    assert f"verifier note: removed the {written} that verify (or a program it ran) wrote: only verify's return value is the score" in run.output
+
+
 def test_a_planted_temporary_file_does_not_block_the_write(run_shim, tmp_path: Path):
     logs = tmp_path / "logs" / "verifier"
     logs.mkdir(parents=True)

@@ -224,6 +224,7 @@ def verifier_findings(path: Path, siblings: Sequence[str] = (), *, alone: bool =
         message = f"uses syntax newer than Python 3.8 ({error.msg}): the image's python3 must be new enough"
         findings.append(Finding(WARNING, where, f"line {error.lineno}", message))
     findings += _verify_findings(tree, where)
+    findings += _reward_file_findings(tree, where)
     if alone:
         beside = sorted(item.name for item in path.parent.iterdir() if item.name != path.name)
         findings += _beside_alone_findings(tree, path.parent, beside)
@@ -231,6 +232,21 @@ def verifier_findings(path: Path, siblings: Sequence[str] = (), *, alone: bool =
         siblings = [*siblings, *(Path(name).stem for name in beside)]
     findings += _import_findings(tree, where, siblings)
     return findings
+
+
+def _reward_file_findings(tree: ast.Module, where: str) -> List[Finding]:
+    """A reward file named in the source (stock Harbor's habit, writing /logs/verifier/reward.txt): the
+    runner writes reward.json from verify's return value, and removes one verify wrote when the run fails."""
+    named = {
+        node.value.rsplit("/", 1)[-1]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    message = (
+        "names a reward file: verify's return value is the score, and a reward file verify writes is removed "
+        "(a failed run) or ignored; return the score instead"
+    )
+    return [Finding(WARNING, where, name, message) for name in ("reward.json", "reward.txt") if name in named]
 
 
 # A dataset's verifier.py goes to /tests with the shim and nothing else of the dataset's root.
