@@ -402,3 +402,62 @@ def test_a_host_that_gives_up_on_grading_leaves_no_agent_process_stopped(docker_
     outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
     assert (outcome.reward, outcome.failure_kind) == (0.0, VERIFIER_TIMEOUT), outcome
     assert "sleeping" in seen and "stopped" not in seen, seen
+
+
+# ---------------------------------------------------------------------------------------------
+# Red team 41: the agent's leftover process holds write leases (which any owner may take) on files
+# of its own, made 0666; the agent's program, which verify runs as the verifier's user, hard-links
+# them into /logs/verifier, which that user owns during the run. Finish opened each link as root,
+# and each open waited the kernel's lease-break-time (45 s) on the stopped holder: a few links held
+# grading past the host's limit, and the abandoned grading ran on into the next step's, wiping its
+# /tests (a right answer masked). Finish now opens only files of root's or the verifier's user there.
+LEASER = """
+import fcntl, os, signal, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+held = []
+os.makedirs("/workspace/leased", exist_ok=True)
+for name in ("a", "b"):
+    path = "/workspace/leased/" + name
+    with open(path, "w") as handle:
+        handle.write("1")
+    os.chmod(path, 0o666)
+    descriptor = os.open(path, os.O_RDONLY)
+    fcntl.fcntl(descriptor, 1024, fcntl.F_WRLCK)  # F_SETLEASE
+    held.append(descriptor)
+open("/tmp/leases-held", "w").close()
+time.sleep(600)
+"""
+LINKER = """
+import os
+os.link("/workspace/leased/a", "/logs/verifier/out.txt")
+os.link("/workspace/leased/b", "/logs/verifier/reward.txt")
+print(42)
+"""
+
+
+def test_leased_files_linked_into_the_logs_never_stall_grading(docker_client, tmp_path):
+    import time
+
+    from test_docker_attacks import attack, leave_behind
+
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\ntimeout_sec = 30\n'
+    verifier = (
+        "import subprocess, sys\n"
+        "def verify(workspace):\n"
+        "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
+        "    return float(ran.stdout.strip() == '42')\n"
+    )
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": verifier})
+    workspace = write(tmp_path / "ws", {"solution.py": LINKER, "leaser.py": LEASER})
+
+    async def before(sandbox: Any) -> None:
+        await leave_behind(sandbox, "exec python3 /workspace/leaser.py")
+        ready = "for i in $(seq 200); do [ -e /tmp/leases-held ] && exit 0; sleep 0.05; done; exit 1"
+        assert (await sandbox.exec(ready)).return_code == 0, "the leases were not taken"
+
+    started = time.monotonic()
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before)
+    took = time.monotonic() - started
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
+    assert "out.txt" not in outcome.files and "reward.txt" not in outcome.files, outcome.files
+    assert took < 40, f"grading waited on the leases ({took:.0f} s)"  # two stalls were 90 s

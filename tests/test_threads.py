@@ -135,3 +135,43 @@ def test_calls_settled_waits_for_a_call_its_caller_gave_up_on():
     asyncio.run(leave())  # that loop closes with the call still running
     asyncio.run(asyncio.wait_for(calls.settled(), 1))  # another loop cannot wait for it: forgotten
     stuck.set()
+
+
+def test_a_sandboxs_turn_passes_on_only_once_its_last_exec_has_ended_however_grading_ended():
+    """Red team 41: a host that gave up on an exec (ExecTimeout) returns an outcome while the exec runs
+    on in the container, and the turn passed on at once, so the next grading ran beside it (and had its
+    /tests wiped). The turn now waits for ``settled()`` on every way out; a grading that waits past its
+    limit is told so (it masks the sample) rather than run beside it."""
+    from nemo_gym.data.tasks.harbor.verification import _one_at_a_time
+
+    class Box:
+        def __init__(self) -> None:
+            self.ended = asyncio.Event()
+
+        async def settled(self) -> None:
+            await self.ended.wait()
+
+    async def turn_of(box: Box, limit: float) -> bool:
+        async with _one_at_a_time(box, limit) as turn:
+            return turn
+
+    async def run() -> None:
+        box = Box()
+        assert await turn_of(box, 60)  # a grading that returned while its exec ran on
+        waiting = asyncio.ensure_future(turn_of(box, 60))
+        await asyncio.sleep(0.2)
+        assert not waiting.done(), "the next grading started beside the last one's exec"
+        box.ended.set()
+        assert await asyncio.wait_for(waiting, 5)
+        box.ended.clear()
+        assert await turn_of(box, 60)
+        assert await turn_of(box, 0.2) is False  # its exec never ends: the sandbox is lost
+        cancelled = asyncio.ensure_future(turn_of(box, 60))
+        await asyncio.sleep(0.1)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        box.ended.set()
+        assert await asyncio.wait_for(turn_of(box, 60), 5)  # the cancelled wait left the turn free
+
+    asyncio.run(run())

@@ -287,6 +287,18 @@ kill_strays() {
   stop_others
 }
 
+# Whether stat's "%u %U" in "$1" names a user whose files finish may open in $LOGS: any, unless it was
+# handed over; then the admin and the verifier's user alone. A write lease, which a file's owner can take,
+# held by a process kill_strays left stopped (the agent's) makes every open of that file wait the
+# kernel's lease-break-time (45 s), and the verifier's user (a program verify ran) can hard-link the
+# agent's files into $LOGS: a few such links held finish past the host's limit, and the abandoned
+# grading ran on into the next one (red team 41).
+trusted_owner() {
+  [ -z "$HANDOVER" ] && return 0
+  local uid=${1%% *} user=${RUN_AS%%:*}
+  [ -n "$1" ] && { [ "$uid" = 0 ] || [ "$uid" = "$user" ] || [ "${1#* }" = "$user" ]; }
+}
+
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
 # (bash before 5.1, or text past a pipe's size) that bash opens again by name, and whoever may
 # rename in that folder could swap it for lines of their own (red team 40). Empty lines are dropped.
@@ -320,11 +332,13 @@ copy_outputs() {
   done
   shopt -u globstar
   [ "${#candidates[@]}" = 0 ] && return 0
-  listed=$(cd -- "$LOGS" && stat -c '%s' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
+  listed=$(cd -- "$LOGS" && stat -c '%s %u %U' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
   split_lines sizes "$listed"
   for name in "${candidates[@]}"; do
     size=${sizes[index]-}
     index=$((index + 1))
+    trusted_owner "${size#* }" || { skipped=$((skipped + 1)); continue; }
+    size=${size%% *}
     # Digits, and few enough that no sum below can wrap past 2^63 (a file on tmpfs may be 2^63-1
     # bytes long): bash evaluates a variable's text as an expression, `a[$(cmd)]` included.
     case "$size" in '' | *[!0-9]* | ???????????????????*) skipped=$((skipped + 1)); continue ;; esac
@@ -355,14 +369,26 @@ finish() {
   if [ "$is_root" = 1 ] && [ -n "$HANDOVER" ]; then
     "${make_folder[@]}" -m 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
   fi
+  local rewards=() owners=() index=0
   for name in reward.json reward.txt; do
     path=$LOGS/$name
     if [ -L "$path" ]; then kinds="$kinds$name=link "
-    elif [ -f "$path" ]; then
-      quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
-      kinds="$kinds$name=file "
+    elif [ -f "$path" ]; then rewards+=("$name")
     elif [ -e "$path" ]; then kinds="$kinds$name=other "
     fi
+  done
+  if [ -n "$HANDOVER" ] && [ "${#rewards[@]}" != 0 ]; then
+    split_lines owners "$(cd -- "$LOGS" && stat -c '%u %U' -- "${rewards[@]}" 2>/dev/null)"
+  fi
+  for name in "${rewards[@]}"; do
+    index=$((index + 1))
+    if [ -n "$HANDOVER" ] && ! trusted_owner "${owners[index - 1]-}"; then
+      kinds="$kinds$name=other "  # read as unreadable: a planted file, never the verifier's own
+      continue
+    fi
+    path=$LOGS/$name
+    quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
+    kinds="$kinds$name=file "
   done
   if [ -n "${run_started-}" ]; then
     quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || fail 92 "cannot copy test-stdout.txt"

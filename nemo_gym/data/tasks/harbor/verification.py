@@ -373,7 +373,10 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
         raise SandboxError(
             f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
         )
-    async with _one_at_a_time(sandbox, _run_limit(plan)):
+    limit = _run_limit(plan)
+    async with _one_at_a_time(sandbox, limit) as turn:
+        if not turn:  # the sandbox is lost: a grading of it the host gave up on runs on
+            return masked("sandbox_error", f"an earlier grading of this sandbox was still running after {limit:g} s")
         return await _verify(plan, sandbox, verifier)
 
 
@@ -388,42 +391,56 @@ _HANDOVERS: Set[asyncio.Task[None]] = set()
 
 
 @asynccontextmanager
-async def _one_at_a_time(sandbox: Sandbox, limit: float) -> AsyncIterator[None]:
-    """Holds ``sandbox``'s turn (a lock of the running loop's) for one grading; a sandbox that
-    cannot be weakly referenced is not serialised. A grading that ends by an exception (cancelled,
-    timed out) may leave its exec running in the sandbox (an engine's cannot be stopped): the turn
-    passes on when the sandbox's ``settled()`` says every exec has ended, or after ``limit`` seconds."""
+async def _one_at_a_time(sandbox: Sandbox, limit: float) -> AsyncIterator[bool]:
+    """Holds ``sandbox``'s turn (a lock of the running loop's) for one grading, and says whether it got
+    it: ``False`` when ``limit`` seconds passed first. A sandbox that cannot be weakly referenced is not
+    serialised. A grading may end with its exec still running in the sandbox (an engine's cannot be
+    stopped): cancelled, timed out by its caller, or given up on by the host (``ExecTimeout``, which
+    returns an outcome), so the turn passes on only when the sandbox's ``settled()`` says every exec
+    has ended, however the grading ended; the next one never runs beside it."""
     loop = asyncio.get_running_loop()
     try:
         held = _TURNS.get(sandbox)
         if held is None or held[0] is not loop:
             held = _TURNS[sandbox] = (loop, asyncio.Lock())
     except TypeError:  # unhashable, or no weak reference to it
-        yield
+        yield True
         return
     turn = held[1]
-    await turn.acquire()
+    if not await _acquire(turn, limit):
+        yield False
+        return
     settled = getattr(sandbox, "settled", None)
     try:
-        yield
-    except BaseException:
+        yield True
+    finally:
         if settled is None:
             turn.release()
         else:
-            handover = loop.create_task(_pass_on(turn, settled, limit))
+            handover = loop.create_task(_pass_on(turn, settled))
             _HANDOVERS.add(handover)
             handover.add_done_callback(_HANDOVERS.discard)
-        raise
-    turn.release()
 
 
-async def _pass_on(turn: asyncio.Lock, settled: Callable[[], Awaitable[None]], limit: float) -> None:
+async def _acquire(lock: asyncio.Lock, limit: float) -> bool:
+    """Whether ``lock`` was acquired within ``limit`` seconds; never leaves it taken when cancelled
+    (``wait_for`` could lose a lock acquired as it timed out, before Python 3.12). An acquire that is
+    cancelled before it resumes never holds the lock."""
+    acquiring = asyncio.ensure_future(lock.acquire())
     try:
-        await asyncio.wait_for(settled(), limit)
-    except Exception as error:  # a sandbox lost for good: its next grading finds that out itself
-        LOGGER.warning(
-            "an abandoned grading did not end within %s s (%s); the sandbox's next one goes ahead", limit, error
-        )
+        await asyncio.wait({acquiring}, timeout=limit)
+    except BaseException:
+        if not acquiring.cancel() and not acquiring.cancelled() and acquiring.exception() is None:
+            lock.release()  # it was acquired as the wait was cancelled
+        raise
+    return not acquiring.cancel()
+
+
+async def _pass_on(turn: asyncio.Lock, settled: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await settled()
+    except Exception as error:  # cannot tell: the next grading finds out what is left of the sandbox
+        LOGGER.warning("could not tell whether a sandbox's last grading has ended (%s)", error)
     finally:
         turn.release()
 
