@@ -170,7 +170,10 @@ def _remove_stray_rewards(logs_dir: "str") -> None:
             os.unlink(os.path.join(logs_dir, name))
         except OSError:  # none there (the common case), or not ours to remove
             continue
-        print(f"verifier note: removed the {name} that verify (or a program it ran) wrote: only verify's return value is the score")
+        print(
+            f"verifier note: removed the {name} that verify (or a program it ran) wrote: "
+            "only verify's return value is the score"
+        )
 
 
 def describe(error: "BaseException") -> "str":

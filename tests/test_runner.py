@@ -463,7 +463,10 @@ def test_a_reward_file_verify_wrote_itself_is_removed_when_the_run_fails(run_shi
     run = run_shim(source)
     assert run.returncode == 1
     assert run.files == [], run.output
-    assert f"verifier note: removed the {written} that verify (or a program it ran) wrote: only verify's return value is the score" in run.output
+    assert (
+        f"verifier note: removed the {written} that verify (or a program it ran) wrote: only verify's return value is the score"
+        in run.output
+    )
 
 
 def test_a_planted_temporary_file_does_not_block_the_write(run_shim, tmp_path: Path):
