@@ -188,6 +188,15 @@ def test_a_verify_that_reads_task_data_the_task_lacks_is_a_warning(tmp_path):
     assert _keys(findings) == [(WARNING, "verify(task_data)")], findings
     assert findings[0].message.endswith("task_data.json does not exist: it gets {}"), findings
     assert check(tmp_path / "unread") == []
+    # A new author's trial: tests/task_data.json is replaced by the staged one, and the warning says so;
+    # a published task (the shim's test.sh beside verifier.py) reads it, and is not warned about.
+    write_files(tmp_path / "forgot", {"tests/task_data.json": '{"answer": "x"}'})
+    (finding,) = check(tmp_path / "forgot")
+    assert finding.message.endswith(
+        f"it gets {{}} ({tmp_path / 'forgot' / 'tests' / 'task_data.json'} is replaced by it: move that file beside task.toml)"
+    ), finding
+    write_files(tmp_path / "forgot", {"tests/test.sh": "python3 /tests/gym_runner.py  # runs verifier.py\n"})
+    assert [f for f in check(tmp_path / "forgot") if f.key == "verify(task_data)"] == []
 
 
 def test_a_dockerfile_beside_a_docker_image_is_a_warning(tmp_path):

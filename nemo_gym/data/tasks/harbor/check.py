@@ -322,7 +322,13 @@ def missing_task_data(task: Task, verifier: Path) -> Optional[str]:
     field, the usual sign), when it declares the argument and ``task`` has no ``task_data.json``."""
     if task.task_data or (task.path / "task_data.json").exists() or not _declares(verifier, "task_data"):
         return None
-    return f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
+    beside = verifier.parent / "task_data.json"
+    if beside.is_file() and (verifier.parent / "test.sh").is_file():
+        return None  # a published task: its test.sh (the shim) runs verifier.py on the tests/ file
+    message = f"verify declares task_data, but {task.path / 'task_data.json'} does not exist: it gets {{}}"
+    if beside.is_file():
+        message += f" ({beside} is replaced by it: move that file beside task.toml)"
+    return message
 
 
 def never_reads(path: Path, name: str) -> bool:
