@@ -113,6 +113,21 @@ def test_the_readmes_task_in_steps_validates_and_verifies_as_it_says(tmp_path):
     assert (outcome["reward"], outcome["metrics"]) == (0.5, {"kept_server": 1}), verified
 
 
+def test_a_step_without_an_oracle_is_named_and_its_task_has_no_reward(tmp_path):
+    """A new author's trial: with one step's solution/ missing, validate blamed the task's solution/
+    folder, showed the earlier step's oracle output under the failure, and a reward of 1 on the FAILED row."""
+    files = {name: text for name, text in STEPS_TASK.items() if not name.startswith("steps/extend/solution/")}
+    task = write_files(tmp_path / "config-steps", files)
+    validated = gym("dataset", "validate", str(task))
+    assert validated.returncode == 1, validated
+    assert (
+        f"config-steps: FAILED ({task / 'steps' / 'extend'}: no solution/ folder, and the task has none: "
+        "the oracle of step 'extend' has nothing to run)"
+    ) in validated.stdout, validated.stdout
+    assert "| config-steps | create: solve.sh (1) | - | FAILED |" in validated.stdout, validated.stdout
+    assert "oracle (solve.sh) exited with" not in validated.stdout, validated.stdout
+
+
 def test_init_never_overwrites_and_refuses_an_unknown_kind(tmp_path):
     folder = write_files(tmp_path / "mine", {"notes.md": "my own work\n"})
     refused = gym("init", str(folder))

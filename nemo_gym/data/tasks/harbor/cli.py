@@ -641,6 +641,8 @@ def _failure_details(result: Any) -> List[str]:
     if not result.steps:
         return []
     last = result.steps[-1]
+    if result.error and last.passed:  # a later step could not run: the error says which, and why
+        return []
     lines = []
     if last.oracle_status is not None:
         lines.append(f"    oracle ({last.oracle}) exited with {last.oracle_status}; its output ends:")

@@ -82,6 +82,10 @@ class TaskResult:
 
     @property
     def reward(self) -> Optional[float]:
+        """The task's reward, a multi-step task's mean as Harbor's trial scores it; ``None`` when a step
+        could not run (``error``): the steps before it are no reward of the task's."""
+        if self.error:
+            return None
         rewards = [step.outcome.reward for step in self.steps if step.outcome is not None]
         return sum(rewards) / len(rewards) if rewards else None
 
@@ -173,6 +177,11 @@ async def run_oracle(task: Task, step: Optional[str], sandbox: Sandbox) -> Oracl
             raise TaskError(
                 f"{task.path / 'rows.jsonl'}: row {task.id!r}: its `solution` field (the answer, a string) {field_is}, "
                 "and the dataset has no solution/ folder: its oracle has nothing to run"
+            )
+        if step is not None:
+            raise TaskError(
+                f"{task.path / 'steps' / step}: no solution/ folder, and the task has none: the oracle of step "
+                f"{step!r} has nothing to run"
             )
         raise TaskError(f"{task.path}: no solution/ folder: the oracle of {task.id!r} has nothing to run")
     user = task.agent_user_of(step)
