@@ -222,3 +222,16 @@ def test_links_built_to_cost_the_resolution_stop_where_the_kernel_stops(tmp_path
     os.symlink(".", tmp_path / "d")  # a link to its own folder: each pass through it is a link
     assert read_text(tmp_path, "d/" * 41 + "real.txt") is None  # as the kernel: ELOOP past 40
     assert read_text(tmp_path, "d/" * 40 + "real.txt") == "42"
+
+
+def test_an_absolute_path_inside_the_workspace_is_told_its_relative_form(workspace):
+    """A new author's trial: read_text(workspace, "/app/report.csv") said only that the path must be
+    relative; it now says which relative path was meant."""
+    with pytest.raises(ValueError) as raised:
+        read_text(workspace, str(workspace / "sub" / "report.csv"))
+    assert str(raised.value) == (
+        f"read_text(): path must be relative to the workspace, got {str(workspace / 'sub' / 'report.csv')!r} "
+        f"(the workspace is {str(workspace)!r} here: give 'sub/report.csv')"
+    )
+    with pytest.raises(ValueError, match=r"got '/etc/passwd' \(the workspace is .*\)$"):
+        file_exists(workspace, "/etc/passwd")

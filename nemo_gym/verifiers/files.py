@@ -35,16 +35,28 @@ _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
-def _relative_parts(path: StrPath, function: str) -> List[str]:
+def _relative_parts(path: StrPath, function: str, workspace: StrPath) -> List[str]:
     text = os.fspath(path)
     if not isinstance(text, str):
         raise TypeError(f"{function}(): path must be a str or a path, got {type(path).__name__}")
     if not text or os.path.isabs(text) or text.startswith(("/", "\\")):
-        raise ValueError(f"{function}(): path must be relative to the workspace, got {text!r}")
+        where = _within(text, workspace)
+        raise ValueError(f"{function}(): path must be relative to the workspace, got {text!r}{where}")
     parts = [part for part in text.replace("\\", "/").split("/") if part not in ("", ".")]
     if ".." in parts:
         raise ValueError(f"{function}(): path must not climb out of the workspace with '..', got {text!r}")
     return parts
+
+
+def _within(text: str, workspace: StrPath) -> str:
+    """Where an absolute ``text`` lies from the workspace, for the author's error (an empty one, none)."""
+    if not text:
+        return ""
+    root = os.path.abspath(os.fspath(workspace))
+    inside = os.path.relpath(text, root) if os.path.isabs(text) else ".."
+    if inside == ".." or inside.startswith(".." + os.sep) or inside == ".":
+        return f" (the workspace is {root!r} here)"
+    return f" (the workspace is {root!r} here: give {inside!r})"
 
 
 def _resolve(root: str, parts: List[str]) -> Optional[str]:
@@ -83,7 +95,7 @@ def _resolve(root: str, parts: List[str]) -> Optional[str]:
 
 def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
     """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
-    parts = _relative_parts(path, function)
+    parts = _relative_parts(path, function, workspace)
     try:
         root = os.path.realpath(os.fspath(workspace))
     except RecursionError:  # a workspace reached through a chain of links (see _resolve)
