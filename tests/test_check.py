@@ -423,6 +423,11 @@ def test_rows_without_a_string_solution_are_one_warning_naming_them(tmp_path):
     assert (finding.severity, finding.path) == (WARNING, str(dataset / "rows.jsonl"))
     assert finding.message.startswith("7 row(s) have no `solution` field (the answer, a string), so dataset validate")
     assert finding.message.endswith(": none, number, r0, r1, r2 and 2 more")
+    # A new author's trial: a misspelt field read as a missing one; the misspelling is named.
+    rows = [{"id": "ok", "solution": "Paris"}, {"id": "typo", "soluton": "Rome"}]
+    write_files(dataset, {"rows.jsonl": "".join(json.dumps(row) + "\n" for row in rows)})
+    (finding,) = [finding for finding in check(dataset) if finding.key == "solution"]
+    assert finding.message.endswith(": typo (row 'typo' has `soluton`: did you mean `solution`?)"), finding
     write_files(dataset, {"solution/solve.sh": "#!/bin/bash\necho Paris > answer.md\n"})  # the dataset's own oracle
     assert [finding for finding in check(dataset) if finding.key == "solution"] == []
 

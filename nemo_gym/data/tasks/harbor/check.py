@@ -558,6 +558,12 @@ def _row_oracle_findings(dataset: Dataset) -> List[Finding]:
         f"{len(lacking)} row(s) have no `solution` field (the answer, a string), so dataset validate has no oracle "
         f"to run for them: {named}"
     )
+    for row_id in lacking:  # the first misspelling, named: the rest are likely the same slip
+        keys = [str(key) for key in dataset.rows[row_id] if key != "solution"]  # a solution not a string: said
+        near = difflib.get_close_matches("solution", keys, n=1, cutoff=0.7)
+        if near:
+            message += f" (row {row_id!r} has `{near[0]}`: did you mean `solution`?)"
+            break
     return [Finding(WARNING, str(dataset.root / ROWS_FILE), "solution", message)]
 
 
