@@ -473,3 +473,24 @@ def test_a_verifier_that_names_a_reward_file_is_told_its_return_value_is_the_sco
     )
     reads = "def verify(workspace):\n    return 1\n"
     assert [f for f in check(_task(tmp_path / "plain", verifier=reads)) if f.key in ("reward.txt", "reward.json")] == []
+
+
+def test_a_misnamed_task_toml_and_a_dataset_inside_a_dataset_are_named(tmp_path):
+    """A new author's trial: a task.tml's settings, and a rows dataset in a subfolder of a dataset,
+    were passed over without a word (validate graded the task on defaults, and never the rows)."""
+    dataset = tmp_path / "ds"
+    _task(dataset / "typo")
+    (dataset / "typo" / "task.toml").rename(dataset / "typo" / "task.tml")
+    write_files(dataset / "trains", {"verifier.py": "def verify():\n    return 1\n", "rows.jsonl": '{"id": "a"}\n'})
+    findings = check(dataset)
+    (misnamed,) = [finding for finding in findings if finding.path == str(dataset / "typo" / "task.tml")]
+    assert (misnamed.severity, misnamed.message) == (
+        WARNING,
+        "is not read (a task's settings are in task.toml): did you mean task.toml?",
+    )
+    (nested,) = [finding for finding in findings if finding.path == str(dataset / "trains")]
+    assert (nested.severity, nested.message) == (
+        WARNING,
+        "holds rows.jsonl, a dataset of its own, which this dataset does not read: check, validate and publish it "
+        "on its own",
+    )

@@ -479,6 +479,11 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
     task_dir = Path(task_dir)
     findings: List[Finding] = []
     toml_path = task_dir / "task.toml"
+    if not toml_path.exists():
+        names = [entry.name for entry in task_dir.iterdir() if entry.is_file()]
+        for near in difflib.get_close_matches("task.toml", names, n=1, cutoff=0.75):
+            message = "is not read (a task's settings are in task.toml): did you mean task.toml?"
+            findings.append(Finding(WARNING, str(task_dir / near), "", message))
     if toml_path.is_file():
         try:
             config = read_toml(toml_path)
@@ -656,6 +661,13 @@ def _check(path: Path) -> List[Finding]:
             findings.append(Finding(WARNING, str(settings), f'gym.tasks."{task_id}"', message))
     for folder in dataset.folders:
         findings += check_task(path / folder, dataset_root=path)
+    for entry in sorted(path.iterdir()):
+        if entry.is_dir() and entry.name not in dataset.folders and (entry / ROWS_FILE).is_file():
+            message = (
+                f"holds {ROWS_FILE}, a dataset of its own, which this dataset does not read: check, validate and "
+                "publish it on its own"
+            )
+            findings.append(Finding(WARNING, str(entry), "", message))
     if dataset.rows and (path / "verifier.py").is_file():
         findings += verifier_findings(path / "verifier.py", alone=True)
     findings += _row_oracle_findings(dataset)
