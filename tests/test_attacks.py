@@ -30,6 +30,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, PipedResult
 from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 from nemo_gym.data.tasks.harbor.task import load_task
 from nemo_gym.data.tasks.harbor.verification import (
+    STDOUT_CUT_NOTE,
     STDOUT_TAIL_BYTES,
     VerificationOutcome,
     VerificationPlan,
@@ -555,6 +556,20 @@ def test_a_flood_of_output_is_capped(tmp_path):
     source = "import sys\ndef verify():\n    for _ in range(64):\n        sys.stdout.write('y' * (1 << 20))\n    return 0.5\n"
     outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
     assert outcome.reward == 0.5 and len(outcome.stdout) <= STDOUT_TAIL_BYTES, (outcome.reward, len(outcome.stdout))
+    assert outcome.stdout.startswith(STDOUT_CUT_NOTE)
+
+
+def test_a_cut_output_says_so_and_starts_at_a_line(tmp_path):
+    """A new author's trial: 200,000 printed lines came back as their last 64 KiB, starting mid-line,
+    with nothing to say that the rest was left out."""
+    source = "def verify():\n    for n in range(200000):\n        print('line', n, 'x' * 40)\n    return 1\n"
+    outcome = verify(task(tmp_path / "task", {"tests/verifier.py": source}), tmp_path)
+    assert outcome.stdout.startswith(STDOUT_CUT_NOTE + "line "), outcome.stdout[:200]
+    assert outcome.stdout.endswith('reward.json: {"reward": 1}\n') and len(outcome.stdout) <= STDOUT_TAIL_BYTES
+    short = verify(
+        task(tmp_path / "short", {"tests/verifier.py": "def verify():\n    print('hi')\n    return 1\n"}), tmp_path
+    )
+    assert short.stdout.startswith("hi\n"), short.stdout
 
 
 # --- 8: secrets never leak, escaped or cut in half ----------------------------------------------------

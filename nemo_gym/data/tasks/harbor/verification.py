@@ -96,6 +96,8 @@ HOUSEKEEPING_TIMEOUT_SEC = 120
 # The tail of test-stdout.txt kept in the outcome: enough for a traceback, bounded for a flood. The
 # sandbox sends a margin more, so that a secret cut in half at its start is still recognised.
 STDOUT_TAIL_BYTES = 64 * 1024
+# What a cut output starts with: readers (an author at gym-harbor verify -v) must not take it for the whole.
+STDOUT_CUT_NOTE = "[... the verifier's earlier output is left out: only its last 64 KiB are kept ...]\n"
 REDACTION_MARGIN_BYTES = 16 * 1024
 MAX_REWARD_BYTES = 1 << 20
 MAX_REPORT_CHARS = MAX_REWARD_BYTES + 4096  # one line: reward.json's text and its HMAC
@@ -825,7 +827,11 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
     raw_stdout = collected.files.get("test-stdout.txt", b"")
     cut = len(raw_stdout) >= STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES
     # Redacted before it is trimmed to its tail, so that no trimming can split a secret.
-    stdout = plan.redact(raw_stdout.decode(errors="replace"), cut=cut)[-STDOUT_TAIL_BYTES:]
+    stdout = plan.redact(raw_stdout.decode(errors="replace"), cut=cut)
+    if len(stdout) > STDOUT_TAIL_BYTES:  # its tail, said to be one, from its first whole line
+        tail = stdout[len(STDOUT_CUT_NOTE) - STDOUT_TAIL_BYTES :]
+        whole = tail.find("\n") + 1
+        stdout = STDOUT_CUT_NOTE + (tail[whole:] if 0 < whole < len(tail) else tail)
     if key is None:
         reward = reward_from_files(files, timed_out=timed_out)
     else:
@@ -898,6 +904,7 @@ __all__ = [
     "PYTHON",
     "REDACTION_MARGIN_BYTES",
     "RESOURCES_EXHAUSTED",
+    "STDOUT_CUT_NOTE",
     "STDOUT_TAIL_BYTES",
     "TAMPERING",
     "TEST_SH",
