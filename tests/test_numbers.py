@@ -323,3 +323,31 @@ def _slow_numeric_match(actual, expected):
         return numeric_match(actual, expected)
     finally:
         _numbers._quick_match = quick_match
+
+
+@pytest.mark.parametrize(
+    "answer, reward",
+    [
+        ("Answer: 180 km", True),
+        ("Answer: 180km", True),
+        ("Answer: **180 km**.", True),
+        ("Answer: 180 Kilometres", True),
+        ("Answer: $180\\,\\text{km}$", True),
+        ("Answer: $180\\ \\mathrm{km}$", True),
+        ("Answer: 180", True),
+        ("Answer: 190 km", False),
+        ("Answer: 180 miles", False),
+        ("about 180 km", False),
+    ],
+)
+def test_the_readmes_recipe_for_a_quantity_with_units(answer, reward):
+    """A new author's trial: "Answer: 180 km" scored 0 with no hint; the README now shows the way."""
+    from pathlib import Path
+
+    from nemo_gym.data.tasks.harbor.responses import response
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    source = readme.split("**A quantity with units.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(source, "README.md", "exec"), namespace)
+    assert namespace["verify"](response(f"The distance is:\n\n{answer}"), {"answer": "180"}) is reward
