@@ -461,3 +461,93 @@ def test_leased_files_linked_into_the_logs_never_stall_grading(docker_client, tm
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
     assert "out.txt" not in outcome.files and "reward.txt" not in outcome.files, outcome.files
     assert took < 40, f"grading waited on the leases ({took:.0f} s)"  # two stalls were 90 s
+
+
+# Red team 42: the verifier's user leases files of its own in /logs/verifier (the owner check passes
+# them) and hands the open descriptions (SCM_RIGHTS) to the agent's leftover process. A lease lives as
+# long as its description, not its taker: kill_strays killed the taker, and every open of those files
+# still waited 45 s. Finish now opens them without blocking (dd's O_NONBLOCK open fails at once).
+HOLDER = """
+import array, os, socket, time
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind("\\0gym-test-holder")
+server.listen(5)
+open("/tmp/leases-held", "w").close()
+held = []
+while True:
+    peer, _ = server.accept()
+    while True:
+        message, ancillary, _, _ = peer.recvmsg(1, socket.CMSG_SPACE(4 * 4))
+        if not message:
+            break
+        for _, _, data in ancillary:
+            held.extend(array.array("i", data[: len(data) - len(data) % 4]))
+        peer.send(b"k")
+"""
+PASSER = """
+import array, fcntl, os, signal, socket
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+peer.connect("\\0gym-test-holder")
+for name in ("out0.txt", "out1.txt", "reward.txt"):
+    path = "/logs/verifier/" + name
+    with open(path, "w") as handle:
+        handle.write("1")
+    descriptor = os.open(path, os.O_RDONLY)
+    fcntl.fcntl(descriptor, 1024, fcntl.F_WRLCK)  # F_SETLEASE, on a file of its own user's
+    peer.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [descriptor]))])
+    os.close(descriptor)
+    peer.recv(1)
+print(42)
+"""
+
+
+def test_leases_handed_to_the_agents_process_never_stall_grading(docker_client, tmp_path):
+    import time
+
+    from test_docker_attacks import attack, leave_behind
+
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\ntimeout_sec = 30\n'
+    verifier = (
+        "import subprocess, sys\n"
+        "def verify(workspace):\n"
+        "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
+        "    return float(ran.stdout.strip() == '42')\n"
+    )
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": verifier})
+    workspace = write(tmp_path / "ws", {"solution.py": PASSER, "holder.py": HOLDER})
+
+    async def before(sandbox: Any) -> None:
+        await leave_behind(sandbox, "exec python3 /workspace/holder.py")
+        ready = "for i in $(seq 200); do [ -e /tmp/leases-held ] && exit 0; sleep 0.05; done; exit 1"
+        assert (await sandbox.exec(ready)).return_code == 0, "the holder did not start"
+
+    started = time.monotonic()
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before)
+    took = time.monotonic() - started
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
+    assert not {"out0.txt", "out1.txt", "reward.txt"} & set(outcome.files), outcome.files
+    assert took < 40, f"grading waited on the leases ({took:.0f} s)"  # three stalls were 135 s
+
+
+def test_a_task_test_sh_run_as_another_user_cannot_aim_finishs_writes(docker_client, tmp_path):
+    """A task's own test.sh run as [verifier].user owns /tests and /logs/verifier, as under Harbor; the
+    run's out folder lies inside /tests, and finish writes there as root. Links planted in it (or the
+    folder itself swapped) must not aim those writes at files of root's."""
+    from test_docker_attacks import attack
+
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'
+    test_sh = (
+        "out=$(ls -d /tests/.gym-out-* | head -n 1)\n"
+        'ln -s /etc/gym-victim-reward "$out/reward.txt"\n'
+        'ln -s /etc/gym-victim-meta "$out/meta"\n'
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})
+
+    async def after(sandbox: Any) -> str:
+        return (await sandbox.exec("ls /etc/gym-victim-* 2>&1; true", user="root")).stdout
+
+    outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
+    assert "No such file" in seen and "gym-victim" in seen, seen  # nothing written through the links
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome

@@ -221,3 +221,44 @@ def test_kill_strays_leaves_the_ancestors_of_grading_running(tmp_path):
     )  # fmt: skip
     ancestor, stray = ran.stdout.split("\n")[:2]
     assert ancestor[:9] == "ancestor " and ancestor[9:] not in ("T", "t") and stray == "stray T", ran  # T: stopped
+
+
+def test_a_filled_logs_folder_is_looked_at_only_so_far(tmp_path):
+    """Red team 42: the program verify ran, as the verifier's user, put 300,000 files under a chain
+    of 1,900 folders in /logs/verifier; globstar walked all of it and did pattern work on every long
+    name, past the host's limit. Finish now looks level by level, MAX_OUTPUT_DEPTH folders deep at
+    most, and at most MAX_OUTPUT_SCAN entries in all."""
+    import os
+    import time
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    (logs / "kept").mkdir(parents=True)
+    (logs / "kept" / "ctrf.json").write_text("{}")
+    out.mkdir()
+    deep = os.open(logs, os.O_RDONLY)
+    for _ in range(300):  # a chain of 300 folders, 5,000 files at its end (shallow enough for rmtree)
+        os.mkdir("a", dir_fd=deep)
+        deeper = os.open("a", os.O_RDONLY, dir_fd=deep)
+        os.close(deep)
+        deep = deeper
+    for index in range(5000):
+        os.close(os.open(f"f{index}", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=deep))
+    os.close(deep)
+    limits = "MAX_OUTPUT_NAME=255 MAX_OUTPUT_DEPTH=8 MAX_OUTPUT_FILES=100 MAX_OUTPUT_BYTES=1000 MAX_OUTPUT_SCAN=1000 INPUTS=()\n"
+    script = f'{DEFINITIONS}\n{limits}LC_ALL=C\ncopy_outputs\necho "skipped $skipped"\n'
+    env = {"PATH": "/usr/bin:/bin", "LOGS": str(logs), "OUT": str(out)}
+    started = time.monotonic()
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, capture_output=True, timeout=60)
+    took = time.monotonic() - started
+    assert ran.returncode == 0 and ran.stdout.decode().strip() == "skipped 0", ran
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["files/kept/ctrf.json"]
+    assert took < 5, f"finish walked the whole tree ({took:.1f} s)"
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    for index in range(1500):
+        (wide / f"f{index:04d}.txt").write_text("x")
+    ran = subprocess.run(
+        ["bash", "--norc", "-p", "-c", script], env={**env, "LOGS": str(wide)}, capture_output=True, timeout=60
+    )
+    assert ran.returncode == 0, ran
+    assert ran.stdout.decode().strip() == "skipped 901", ran  # 1,000 looked at: 100 kept, 899 over the cap, +1

@@ -287,16 +287,33 @@ kill_strays() {
   stop_others
 }
 
-# Whether stat's "%u %U" in "$1" names a user whose files finish may open in $LOGS: any, unless it was
-# handed over; then the admin and the verifier's user alone. A write lease, which a file's owner can take,
-# held by a process kill_strays left stopped (the agent's) makes every open of that file wait the
-# kernel's lease-break-time (45 s), and the verifier's user (a program verify ran) can hard-link the
-# agent's files into $LOGS: a few such links held finish past the host's limit, and the abandoned
-# grading ran on into the next one (red team 41).
+# Whether stat's "%u %U" in "$1" names a user whose files finish copies out of $LOGS: any, unless it
+# was handed over; then the admin and the verifier's user alone (the agent's files, hard-linked there by
+# a program verify ran, are none of the verifier's output).
 trusted_owner() {
   [ -z "$HANDOVER" ] && return 0
   local uid=${1%% *} user=${RUN_AS%%:*}
   [ -n "$1" ] && { [ "$uid" = 0 ] || [ "$uid" = "$user" ] || [ "${1#* }" = "$user" ]; }
+}
+
+# The first $1 bytes of the file "$2" into "$3". Where $LOGS was handed over, the file is opened
+# without blocking (dd's iflag=nonblock): any owner may take a write lease on its file, which lives as
+# long as the open description (passed to the agent's process, it outlives its taker, red team 42),
+# and every other open of the file waits the kernel's lease-break-time (45 s) on a holder kill_strays
+# left stopped. Such a file, or one dd cannot read, returns $LEASED at once. A dd without nonblock
+# (busybox's; asked once) leaves the copy to head.
+LEASED=75
+nonblocking=""
+copy_head() {
+  if [ -n "$HANDOVER" ] && [ -z "$nonblocking" ]; then
+    nonblocking=0
+    dd if=/dev/null of=/dev/null iflag=nonblock,count_bytes count=0 2>/dev/null && nonblocking=1
+  fi
+  if [ "$nonblocking" = 1 ]; then
+    dd if="$2" of="$3" iflag=nonblock,count_bytes bs=65536 count="$1" 2>/dev/null || return "$LEASED"
+  else
+    head -c "$1" -- "$2" > "$3"
+  fi
 }
 
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
@@ -314,23 +331,30 @@ split_lines() {
 # folders deep), up to MAX_OUTPUT_FILES of them and MAX_OUTPUT_BYTES in all,
 # into "$OUT/files"; what does not fit is counted in "skipped" (the meta file says so).
 copy_outputs() {
-  local entry name size candidates=() listed sizes=() total=0 count=0 folder folders input index=0
+  local entry name size candidates=() listed sizes=() total=0 count=0 folder input index=0 level looked=0 pattern="*"
   skipped=0
-  shopt -s globstar
-  for entry in "$LOGS"/**; do
-    name=${entry#"$LOGS"/}
-    case "$name" in reward.json | reward.txt | test-stdout.txt | .gym-trash-*) continue ;; esac
-    [ -f "$entry" ] && [ ! -L "$entry" ] || continue
-    for input in "${INPUTS[@]}"; do [ "$name" = "$input" ] && continue 2; done
-    case "$name" in *[!A-Za-z0-9._/-]* | .* | */.*) skipped=$((skipped + 1)); continue ;; esac
-    folders=${name//[!\/]/}
-    if [ "${#name}" -gt "$MAX_OUTPUT_NAME" ] || [ "${#folders}" -gt "$MAX_OUTPUT_DEPTH" ]; then
-      skipped=$((skipped + 1))
-      continue
-    fi
-    candidates+=("$name")
+  # Level by level, to MAX_OUTPUT_DEPTH folders (the files one level deeper are counted), and at most
+  # MAX_OUTPUT_SCAN entries in all: a name's length is checked before any pattern work on it.
+  for ((level = 0; level <= MAX_OUTPUT_DEPTH + 1; level++)); do
+    for entry in "$LOGS"/$pattern; do
+      looked=$((looked + 1))
+      if [ "$looked" -gt "$MAX_OUTPUT_SCAN" ]; then
+        skipped=$((skipped + 1))  # and whatever else is there, unlooked at
+        break 2
+      fi
+      [ -f "$entry" ] && [ ! -L "$entry" ] || continue
+      name=${entry#"$LOGS"/}
+      if [ "${#name}" -gt "$MAX_OUTPUT_NAME" ] || [ "$level" -gt "$MAX_OUTPUT_DEPTH" ]; then
+        skipped=$((skipped + 1))
+        continue
+      fi
+      case "$name" in reward.json | reward.txt | test-stdout.txt | .gym-trash-*) continue ;; esac
+      for input in "${INPUTS[@]}"; do [ "$name" = "$input" ] && continue 2; done
+      case "$name" in *[!A-Za-z0-9._/-]* | .* | */.*) skipped=$((skipped + 1)); continue ;; esac
+      candidates+=("$name")
+    done
+    pattern="$pattern/*"
   done
-  shopt -u globstar
   [ "${#candidates[@]}" = 0 ] && return 0
   listed=$(cd -- "$LOGS" && stat -c '%s %u %U' -- "${candidates[@]}") || { skipped=$((skipped + ${#candidates[@]})); return 0; }
   split_lines sizes "$listed"
@@ -348,7 +372,7 @@ copy_outputs() {
     fi
     folder=$OUT/files
     case "$name" in */*) folder=$OUT/files/${name%/*} ;; esac
-    if ! { mkdir -p -- "$folder" && head -c "$size" -- "$LOGS/$name" > "$OUT/files/$name"; } 2>/dev/null; then
+    if ! { mkdir -p -- "$folder" && copy_head "$size" "$LOGS/$name" "$OUT/files/$name"; } 2>/dev/null; then
       # Changed since the look (a folder now, or gone): only a process that was not stopped does
       # that (kill_strays off), so it counts as skipped, never as a mask on the agent's demand.
       rm -rf -- "$OUT/files/$name"
@@ -369,26 +393,29 @@ finish() {
   if [ "$is_root" = 1 ] && [ -n "$HANDOVER" ]; then
     "${make_folder[@]}" -m 0700 -- "$LOGS" || fail 92 "cannot lock $LOGS"
   fi
-  local rewards=() owners=() index=0
+  if [ "$HANDOVER" = own ]; then
+    # A task's own test.sh's user owned /tests, and the out folder in it, where finish now writes as the
+    # admin: a link planted there would aim those writes. Both the admin's again, the out folder afresh
+    # (nothing in it is needed any more: the runner's files are a Python verifier's).
+    "${make_folder[@]}" -m 0700 -- "$TESTS" && rm -rf -- "$OUT" && mkdir -m 0700 -- "$OUT" \
+      || fail 92 "cannot take $OUT back"
+  fi
   for name in reward.json reward.txt; do
     path=$LOGS/$name
     if [ -L "$path" ]; then kinds="$kinds$name=link "
-    elif [ -f "$path" ]; then rewards+=("$name")
-    elif [ -e "$path" ]; then kinds="$kinds$name=other "
+    elif [ ! -f "$path" ]; then
+      [ -e "$path" ] && kinds="$kinds$name=other "
+    elif [ -n "$HANDOVER" ]; then
+      copy_head "$MAX_REWARD_BYTES" "$path" "$OUT/$name"
+      case $? in
+        0) kinds="$kinds$name=file " ;;
+        "$LEASED") kinds="$kinds$name=other " ;;  # read as unreadable: nothing of the verifier's own
+        *) fail 92 "cannot copy $name" ;;
+      esac
+    else
+      quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
+      kinds="$kinds$name=file "
     fi
-  done
-  if [ -n "$HANDOVER" ] && [ "${#rewards[@]}" != 0 ]; then
-    split_lines owners "$(cd -- "$LOGS" && stat -c '%u %U' -- "${rewards[@]}" 2>/dev/null)"
-  fi
-  for name in "${rewards[@]}"; do
-    index=$((index + 1))
-    if [ -n "$HANDOVER" ] && ! trusted_owner "${owners[index - 1]-}"; then
-      kinds="$kinds$name=other "  # read as unreadable: a planted file, never the verifier's own
-      continue
-    fi
-    path=$LOGS/$name
-    quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
-    kinds="$kinds$name=file "
   done
   if [ -n "${run_started-}" ]; then
     quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || fail 92 "cannot copy test-stdout.txt"

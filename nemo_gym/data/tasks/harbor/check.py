@@ -482,8 +482,8 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
     if not toml_path.exists():
         names = [entry.name for entry in task_dir.iterdir() if entry.is_file()]
         for near in difflib.get_close_matches("task.toml", names, n=1, cutoff=0.75):
-            message = "is not read (a task's settings are in task.toml): did you mean task.toml?"
-            findings.append(Finding(WARNING, str(task_dir / near), "", message))
+            unread = "is not read (a task's settings are in task.toml): did you mean task.toml?"
+            findings.append(Finding(WARNING, str(task_dir / near), "", unread))
     if toml_path.is_file():
         try:
             config = read_toml(toml_path)

@@ -29,6 +29,10 @@ MAX_OUTPUT_FILES = 100
 MAX_OUTPUT_FILE_BYTES = 8 << 20
 MAX_OUTPUT_NAME = 255
 MAX_OUTPUT_DEPTH = 8
+# The entries of /logs/verifier finish looks at, folders included, before it stops looking: the
+# verifier's user can fill the folder, and a walk of all of it held grading past the host's limit
+# (red team 42: 300,000 files under a chain of 1,900 folders).
+MAX_OUTPUT_SCAN = 10 * MAX_OUTPUT_FILES
 # The caps of what finish writes (its own limits plus slack): a bigger member is damage. The sums
 # hold a line per file: the five of finish's own and the outputs.
 _SUM_LINE_BYTES = 64 + 2 + len(OUTPUTS) + MAX_OUTPUT_NAME + 1

@@ -18,6 +18,7 @@ from nemo_gym.data.tasks.harbor.collected import (
     MAX_OUTPUT_FILE_BYTES,
     MAX_OUTPUT_FILES,
     MAX_OUTPUT_NAME,
+    MAX_OUTPUT_SCAN,
 )
 
 # Exit statuses of _grading.sh when nothing could run (keep in sync with the script).
@@ -81,6 +82,7 @@ class GradingSteps:
     max_output_bytes: int = MAX_OUTPUT_FILE_BYTES
     max_output_name: int = MAX_OUTPUT_NAME
     max_output_depth: int = MAX_OUTPUT_DEPTH
+    max_output_scan: int = MAX_OUTPUT_SCAN
     inputs: Tuple[str, ...] = ()
     handover: str = ""
     run_as: str = ""
@@ -110,6 +112,7 @@ def grading_command(steps: GradingSteps) -> str:
         "MAX_OUTPUT_BYTES": str(steps.max_output_bytes),
         "MAX_OUTPUT_NAME": str(steps.max_output_name),
         "MAX_OUTPUT_DEPTH": str(steps.max_output_depth),
+        "MAX_OUTPUT_SCAN": str(steps.max_output_scan),
         "HANDOVER": steps.handover,
         "RUN_AS": steps.run_as,
         "KILL_STRAYS": "1" if steps.kill_strays else "0",
