@@ -165,6 +165,29 @@ def test_imports_the_sandbox_lacks(tmp_path):
     assert "only nemo_gym.verifiers is staged there" in findings[1].message
 
 
+def test_a_name_the_sdk_does_not_have_is_an_error_naming_the_nearest(tmp_path):
+    """``from nemo_gym.verifiers import extract_answers`` fails with ImportError in the sandbox only."""
+    source = (
+        "from nemo_gym.verifiers import exact_match, extract_answers, files, _lazy\n"
+        "from nemo_gym.verifiers.files import read_text, MAX_READ_BYTES, read_json\n"
+        "import nemo_gym.verifiers.file\n"
+        "import nemo_gym.verifiers._numbers\n"
+        "from nemo_gym.verifiers import *\n" + VERIFIER
+    )
+    findings = check(_task(tmp_path / "t", verifier=source))
+    assert _keys(findings) == [(ERROR, "line 1"), (ERROR, "line 2"), (ERROR, "line 3")], findings
+    assert "imports extract_answers from nemo_gym.verifiers, which has no such name; did you mean extract_answer?" in (
+        findings[0].message
+    )
+    assert "read_json from nemo_gym.verifiers.files" in findings[1].message
+    assert findings[1].message.endswith("; it has MAX_READ_BYTES, file_exists, read_text, text_file_equals")
+    assert "imports nemo_gym.verifiers.file, which the SDK does not have (did you mean nemo_gym.verifiers.files?)" in (
+        findings[2].message
+    )
+    every = "from nemo_gym.verifiers import " + ", ".join(__import__("nemo_gym.verifiers").verifiers.__all__)
+    assert check(_task(tmp_path / "all", verifier=every + "\n" + VERIFIER)) == []
+
+
 def test_a_sibling_imported_as_tests_x_or_relatively_is_an_error(tmp_path):
     """A new author's two ways to import tests/helpers.py, both failing in the sandbox: the runner
     imports verifier.py as the top-level module ``verifier``, with /tests on sys.path."""
@@ -406,8 +429,17 @@ def test_a_steps_verifier_may_import_the_tasks_tests(tmp_path):
             "steps/two/tests/verifier.py": "import own_xyz\ndef verify():\n    return 1\n",
         },
     )
-    said = [(Path(f.path).parts[-3], f.message) for f in check(task) if "imports" in f.message]
-    assert said == [("two", said[0][1])] and "imports own_xyz" in said[0][1]  # step one's module is not two's
+    said = [(Path(f.path).parts[-3], f.severity, f.message) for f in check(task) if "imports" in f.message]
+    # Step one's module is not two's: an error naming where it is (a new author's trial was told it
+    # was no standard library module, as if the image had to provide it).
+    assert said == [
+        (
+            "two",
+            ERROR,
+            f"imports own_xyz, which is in {task / 'steps' / 'one' / 'tests'} only: a step's tests/ is staged for "
+            "that step alone; move it to the task's tests/ to share it",
+        )
+    ]
 
 
 def test_rows_without_a_string_solution_are_one_warning_naming_them(tmp_path):
@@ -494,3 +526,24 @@ def test_a_misnamed_task_toml_and_a_dataset_inside_a_dataset_are_named(tmp_path)
         "holds rows.jsonl, a dataset of its own, which this dataset does not read: check, validate and publish it "
         "on its own",
     )
+
+
+def test_a_workdir_away_from_where_the_dockerfile_copies_is_a_warning(tmp_path):
+    """A new author's trial: `WORKDIR /app` and `COPY sales.csv /app/` in the Dockerfile, with
+    `workdir = "/workspace"` in task.toml: the oracle started in /workspace and never found the file."""
+    dockerfile = "FROM python:3.12-slim\nWORKDIR /app\nCOPY sales.csv /app/\n"
+    toml = '[environment]\nworkdir = "/workspace"\n'
+    files = {"environment/Dockerfile": dockerfile, "environment/sales.csv": "a,b\n"}
+    findings = [f for f in check(_task(tmp_path / "away", toml, **files)) if f.key == "WORKDIR"]
+    assert [(f.severity, Path(f.path).name) for f in findings] == [(WARNING, "Dockerfile")]
+    assert findings[0].message == (
+        "copies files into its WORKDIR /app, but [environment].workdir is '/workspace', where the agent, the "
+        "oracle and the verifier start (as Harbor runs them): set workdir = '/app', or copy there"
+    )
+    same = _task(tmp_path / "same", '[environment]\nworkdir = "/app/"\n', **files)
+    unset = _task(tmp_path / "unset", "", **files)
+    elsewhere = _task(
+        tmp_path / "data", toml, **{**files, "environment/Dockerfile": dockerfile.replace("/app/", "/data/")}
+    )
+    for task in (same, unset, elsewhere):
+        assert not [f for f in check(task) if f.key == "WORKDIR"], task

@@ -67,6 +67,23 @@ def test_a_response_or_task_data_given_to_a_test_sh_verifier_is_said_to_be_unrea
     assert result.stderr.endswith(f"so {tmp_path / 'data.json'} was not read\n"), result.stderr
 
 
+def test_a_misspelt_task_toml_key_is_said_by_verify_too(tmp_path):
+    """A new author's trial: `[verifer] timeout_sec = 5` was said by `check` only, and `verify`
+    graded with the default timeout in silence. An unknown key near no known one stays unsaid."""
+    task = tmp_path / "typo"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    with open(task / "task.toml", "a") as toml:
+        toml.write('\n[verifer]\ntimeout_sec = 5\n\n[metadata]\nauthor = "me"\n\n[extra_stuff]\nx = 1\n')
+    result = gym("verify", str(task))
+    assert result.stdout.startswith("reward 1 "), result.stderr
+    assert (
+        f"gym-harbor: {task / 'task.toml'}: verifer: warning: unknown key, ignored (as Harbor ignores it), "
+        "and with it timeout_sec; did you mean verifier?\n"
+    ) in result.stderr
+    assert "extra_stuff" not in result.stderr and "metadata" not in result.stderr
+    assert "unknown key" not in gym("verify", "examples/answer-file").stderr
+
+
 def test_a_task_folder_given_as_the_workspace_is_noted():
     result = gym("verify", "examples/answer-file", "--workspace", "examples/answer-file")
     assert result.stdout.startswith("reward 0 ")  # graded all the same: no answer.txt there
@@ -198,6 +215,13 @@ DEEP = "[" * 5000 + "]" * 5000
             "r.json",
             b'{"output_text": "42"}',
             "a JSON object without `output` is no Responses API response",
+        ),
+        ("--response", "r.json", b'{"output": "Answer: 72"}', "`output` must be a list of output items, not str"),
+        (
+            "--response",
+            "r.json",
+            b'{"output": {"type": "message"}}',
+            "`output` must be a list of output items, not dict",
         ),
         ("--response", "r.json", b"\xff{}", "not UTF-8 text"),
         ("--response", "r.txt", b"answer \xff", "not UTF-8 text"),

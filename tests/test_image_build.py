@@ -31,6 +31,7 @@ from nemo_gym.data.tasks.harbor.image_build import (
     base_images,
     content_digest,
     content_tag,
+    copied_workdir,
     image_record,
     image_record_async,
     plan_builds,
@@ -126,6 +127,26 @@ def test_base_images():
         "COPY --from=0 /c /c\n"
     )
     assert base_images(dockerfile) == ["builder:1", "second:2", "tools:3"]
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "workdir"),
+    [
+        ("FROM x\nWORKDIR /app\nCOPY sales.csv /app/\n", "/app"),
+        ("FROM x\nWORKDIR /app\nCOPY sales.csv .\n", "/app"),
+        ("FROM x\nWORKDIR /app\nWORKDIR src\nCOPY --chown=1:1 a ./\n", "/app/src"),
+        ('FROM x\nWORKDIR "/app"\nCOPY ["a b", "sub/"]\n', "/app"),
+        ("FROM x\nworkdir \\\n  /app\nadd a .\n", "/app"),
+        ("FROM x\nWORKDIR /app\nCOPY a /data/\n", None),  # copied elsewhere
+        ("FROM x\nWORKDIR /app\nCOPY a ./\nWORKDIR /srv\n", None),  # the final WORKDIR got nothing
+        ("FROM x AS b\nWORKDIR /app\nCOPY a .\nFROM y\nRUN true\n", None),  # an earlier stage's
+        ("FROM x\nWORKDIR $HOME\nCOPY a .\n", None),  # never guessed
+        ("FROM x\nCOPY a .\n", None),  # the root folder
+        ("FROM x\nWORKDIR /app\nCOPY [not json\n", None),
+    ],
+)
+def test_copied_workdir(dockerfile, workdir):
+    assert copied_workdir(dockerfile) == workdir
 
 
 @pytest.mark.parametrize(

@@ -452,6 +452,8 @@ def test_nothing_harbor_does_not_read_is_copied(tmp_path):
         "tests/test.sh",
         "trajectory.json",
     ]
+    solve = (out / "t" / "steps" / "one" / "solution" / "solve.sh").read_text()
+    assert "# The reference answer (steps/one/solution/answer.md), written byte for byte" in solve
 
 
 def test_rows_become_complete_harbor_tasks(tmp_path):
@@ -498,6 +500,7 @@ def test_rows_become_complete_harbor_tasks(tmp_path):
     work.mkdir()
     subprocess.run([str(paris / "solution" / "solve.sh")], cwd=work, check=True)  # the row's solution field
     assert (work / "answer.md").read_bytes() == b"Paris\n"
+    assert "# The reference answer (the row's solution field)," in (paris / "solution" / "solve.sh").read_text()
     assert not (out / "row-2" / "solution").exists()  # no solution field: no oracle, still a task
 
 

@@ -539,3 +539,27 @@ def test_a_new_authors_step_and_row_slips_are_each_named(tmp_path):
     expected = f"line 2 is not valid JSON ({wrong.value.msg} at column {wrong.value.colno})"
     with pytest.raises(TaskError, match=re.escape(expected) + "$"):
         load_dataset(rows)
+
+
+def test_a_folder_of_task_folders_is_named_a_dataset_with_its_tasks(tmp_path):
+    """``gym-harbor verify DATASET``: said to be a dataset of tasks, naming them, not a task without tests/."""
+    write(
+        tmp_path,
+        {
+            "set/alpha/task.toml": "",
+            "set/alpha/tests/verifier.py": "def verify():\n    return 1\n",
+            "set/beta/task.toml": "",
+            "set/beta/tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n",
+            "set/notes/README.md": "not a task\n",
+        },
+    )
+    with pytest.raises(
+        TaskError, match=r"set: a dataset of 2 task folder\(s\), not a task; give one of them \(alpha, beta\)"
+    ):
+        load_task(tmp_path / "set")
+    write(tmp_path, {"set/verifier.py": "def verify():\n    return 1\n"})  # a dataset's root verifier
+    with pytest.raises(TaskError, match=r"`gym-harbor dataset validate .*set`$"):
+        load_task(tmp_path / "set")
+    assert load_task(tmp_path / "set" / "alpha").id == "alpha"
+    with pytest.raises(TaskError, match=r"has no tests/ folder and no dataset verifier.py beside it"):
+        choose_verifier(tmp_path / "set" / "notes")  # a folder holding no task is still said as before

@@ -185,3 +185,6 @@ def text_file_equals(
     if strip_trailing_newline:
         expected = _strip_newline(expected)
     return text is not None and text == expected
+
+
+__all__ = ("MAX_READ_BYTES", "file_exists", "read_text", "text_file_equals")

@@ -14,6 +14,7 @@ import difflib
 import functools
 import importlib.util
 import os
+import posixpath
 import re
 import sys
 import sysconfig
@@ -143,6 +144,17 @@ def unknown_keys(table: Mapping[str, Any], schema: Schema, where: str, prefix: s
     return findings
 
 
+def misspelt_keys(toml_path: Path) -> List[Finding]:
+    """The unknown keys of the task.toml at ``toml_path`` that are near a known one: a typo whose
+    setting silently keeps its default (``timeout_secs``), said by ``verify`` as ``check`` says it."""
+    try:
+        config = read_toml(toml_path) if toml_path.is_file() else {}
+    except TaskError:
+        return []  # loading the task says it
+    findings = unknown_keys(config, TASK_KEYS, str(toml_path))
+    return [finding for finding in findings if "; did you mean " in finding.message]
+
+
 def template_findings(env: Mapping[str, Any], where: str, table: str) -> List[Finding]:
     """Values that look like templates but are not: they reach the verifier as literal text."""
     findings: List[Finding] = []
@@ -205,10 +217,13 @@ def _is_stdlib(name: str) -> bool:
     return bool(origin) and origin.startswith(stdlib) and "site-packages" not in origin
 
 
-def verifier_findings(path: Path, siblings: Sequence[str] = (), *, alone: bool = False) -> List[Finding]:
+def verifier_findings(
+    path: Path, siblings: Sequence[str] = (), *, alone: bool = False, elsewhere: Optional[Mapping[str, Path]] = None
+) -> List[Finding]:
     """What reading ``verifier.py`` tells: it parses, defines a ``verify`` the runner can call, and
     imports only what the sandbox has (the standard library, the SDK, files beside it). ``alone``: a
-    dataset's ``verifier.py``, staged without the files beside it, which it must not import or read."""
+    dataset's ``verifier.py``, staged without the files beside it, which it must not import or read.
+    ``elsewhere``: modules of the task's other ``tests/`` folders (another step's), by the folder."""
     where = str(path)
     try:
         source = path.read_bytes()
@@ -230,7 +245,7 @@ def verifier_findings(path: Path, siblings: Sequence[str] = (), *, alone: bool =
         findings += _beside_alone_findings(tree, path.parent, beside)
         # Their imports are said above; the standard library's check passes over them.
         siblings = [*siblings, *(Path(name).stem for name in beside)]
-    findings += _import_findings(tree, where, siblings)
+    findings += _import_findings(tree, where, siblings, elsewhere or {})
     return findings
 
 
@@ -427,7 +442,9 @@ def _bound_names(node: ast.AST) -> List[str]:
 _SHIM_MODULES = frozenset(["verifier", *(name[: -len(".py")] for name in SHIM_FILES if name.endswith(".py"))])
 
 
-def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> List[Finding]:
+def _import_findings(
+    tree: ast.Module, where: str, siblings: Sequence[str], elsewhere: Mapping[str, Path]
+) -> List[Finding]:
     findings: List[Finding] = []
     seen = set()
     for node in ast.walk(tree):
@@ -462,12 +479,57 @@ def _import_findings(tree: ast.Module, where: str, siblings: Sequence[str]) -> L
                 if not (module == "nemo_gym" or module.startswith("nemo_gym.verifiers")):
                     message = f"imports {module}, which is not in the sandbox: only nemo_gym.verifiers is staged there"
                     findings.append(Finding(ERROR, where, f"line {line}", message))
+                else:
+                    findings += _sdk_name_findings(node, module, where, line)
+            elif top in elsewhere:
+                message = (
+                    f"imports {top}, which is in {elsewhere[top]} only: a step's tests/ is staged for that "
+                    f"step alone; move it to the task's tests/ to share it"
+                )
+                findings.append(Finding(ERROR, where, f"line {line}", message))
             elif not _is_stdlib(top):
                 message = (
                     f"imports {top}, which is not in the standard library: the task's image must provide it "
                     "(the local sandbox runs this machine's Python, so it may pass there and fail in a container)"
                 )
                 findings.append(Finding(WARNING, where, f"line {line}", message))
+    return findings
+
+
+def _sdk_names(module: str) -> Optional[Tuple[str, ...]]:
+    """The public names of the SDK's ``module`` (its submodule ``files`` counts for the package),
+    ``None`` for a module the SDK does not have (``_SDK_MODULES``)."""
+    from nemo_gym import verifiers
+    from nemo_gym.verifiers import files
+
+    if module == "nemo_gym.verifiers":
+        return (*verifiers.__all__, "files")
+    return tuple(files.__all__) if module == "nemo_gym.verifiers.files" else None
+
+
+_SDK_MODULES = ("nemo_gym.verifiers", "nemo_gym.verifiers.files")
+
+
+def _sdk_name_findings(node: ast.AST, module: str, where: str, line: int) -> List[Finding]:
+    """A name the SDK does not have fails the import with ImportError in the sandbox: say so here,
+    with the nearest name it has (``extract_answers``: did you mean ``extract_answer``?)."""
+    if module == "nemo_gym" or module.rpartition(".")[2].startswith("_"):
+        return []  # a private module is the author's own risk
+    names = _sdk_names(module)
+    if names is None:
+        near = difflib.get_close_matches(module, _SDK_MODULES, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        return [Finding(ERROR, where, f"line {line}", f"imports {module}, which the SDK does not have{hint}")]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    findings = []
+    for alias in node.names:
+        if alias.name == "*" or alias.name in names or alias.name.startswith("_"):
+            continue
+        near = difflib.get_close_matches(alias.name, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else f"; it has {', '.join(sorted(names))}"
+        message = f"imports {alias.name} from {module}, which has no such name{hint}"
+        findings.append(Finding(ERROR, where, f"line {line}", message))
     return findings
 
 
@@ -506,12 +568,19 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         else:
             # A step's tests/ lies over the task's in /tests: the task's modules import there too.
             beneath = _siblings(shared) if path.parent != shared and shared.is_dir() else []
-            findings += verifier_findings(path, _siblings(path.parent) + beneath)
+            others = {
+                name: folder
+                for folder in sorted(task.path.glob("steps/*/tests"), reverse=True)
+                if folder != path.parent and folder.is_dir()
+                for name in _siblings(folder)
+            }
+            findings += verifier_findings(path, _siblings(path.parent) + beneath, elsewhere=others)
         message = missing_task_data(task, path)
         if message is not None:
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
     findings += _oracle_findings(task)
     dockerfile = task.path / "environment" / "Dockerfile"
+    findings += _workdir_findings(task, dockerfile)
     if task.environment.docker_image and dockerfile.is_file():
         message = (
             f"is never built: [environment].docker_image {task.environment.docker_image!r} is set, and Harbor "
@@ -519,6 +588,25 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         )
         findings.append(Finding(WARNING, str(dockerfile), "", message))
     return findings + _verifier_choices(task)
+
+
+def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
+    """``[environment].workdir`` away from the folder the Dockerfile copies the task's files into:
+    Harbor starts every command in the workdir, so the agent and the oracle never meet them there."""
+    from nemo_gym.data.tasks.harbor.image_build import copied_workdir
+
+    workdir = task.environment.workdir
+    try:
+        copied = copied_workdir(dockerfile.read_text(encoding="utf-8")) if workdir and dockerfile.is_file() else None
+    except (OSError, ValueError):
+        return []  # building it says why
+    if copied is None or posixpath.normpath(workdir or "/") == copied:
+        return []
+    message = (
+        f"copies files into its WORKDIR {copied}, but [environment].workdir is {workdir!r}, where the agent, "
+        f"the oracle and the verifier start (as Harbor runs them): set workdir = {copied!r}, or copy there"
+    )
+    return [Finding(WARNING, str(dockerfile), "WORKDIR", message)]
 
 
 def _oracle_findings(task: Task) -> List[Finding]:

@@ -246,6 +246,11 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
             f"--response {path}: a JSON object without `output` is no Responses API response "
             "(a file with another suffix is read as the answer's text)"
         )
+    if not isinstance(value["output"], list):  # final_text would read "" and verify score it 0
+        raise CommandError(
+            f"--response {path}: `output` must be a list of output items, not {type(value['output']).__name__} "
+            '(e.g. [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "..."}]}])'
+        )
     return value
 
 
@@ -321,6 +326,8 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             else:
                 outcome = await run_verification(plan, sandbox)
     # Said once the run graded, so a refusal stays the one line it is.
+    for finding in _misspelt_keys(task):
+        print(f"{PROG}: {finding}", file=sys.stderr)
     if args.sandbox == "local" and local_stand_ins(task):
         print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
     if args.workspace is not None and (args.workspace / "task.toml").is_file():
@@ -351,6 +358,13 @@ def _python_verifier(task: Task, step: Optional[str]) -> Optional[Path]:
 
     choice = task_verifier(task, step)
     return choice.verifier_path if choice.kind == PYTHON else None
+
+
+def _misspelt_keys(task: Task) -> List[str]:
+    """``check.misspelt_keys`` of the task's task.toml."""
+    from nemo_gym.data.tasks.harbor.check import misspelt_keys
+
+    return [str(finding) for finding in misspelt_keys(task.path / "task.toml")]
 
 
 def _never_reads(task: Task, step: Optional[str], name: str) -> bool:

@@ -45,7 +45,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import json
 import os
+import posixpath
 import re
 import stat
 import struct
@@ -383,6 +385,40 @@ def base_images(dockerfile: str) -> List[str]:
         if copied:
             add(copied.group(1).strip("\"'"))
     return images
+
+
+_WORD = re.compile(r"^[ \t]*(\w+)[ \t]*(.*)$")
+
+
+def copied_workdir(dockerfile: str) -> Optional[str]:
+    """The final stage's ``WORKDIR`` when one of its ``COPY``/``ADD`` puts files there (a relative
+    destination, or one inside it), else ``None``; a path built from a variable (``$``) is never
+    guessed. What a task's ``[environment].workdir`` must match for its agent to start beside them."""
+    workdir = "/"
+    placed: List[str] = []  # where the stage's copies land
+    for instruction in _instructions(dockerfile):
+        found = _WORD.match(instruction)
+        if found is None:
+            continue
+        word, rest = found.group(1).upper(), found.group(2).strip()
+        if word == "FROM":
+            workdir, placed = "/", []
+        elif word == "WORKDIR" and rest:
+            target = rest.strip("\"'")
+            workdir = posixpath.normpath(posixpath.join(workdir, target)) if "$" not in target and workdir else ""
+        elif word in ("COPY", "ADD") and workdir:
+            words = [item for item in rest.split() if not item.startswith("--")]
+            if rest.startswith("["):
+                try:
+                    words = [str(item) for item in json.loads(rest)]
+                except ValueError:
+                    continue
+            if len(words) >= 2 and "$" not in words[-1]:
+                placed.append(posixpath.normpath(posixpath.join(workdir, words[-1])))
+    if workdir in ("", "/"):
+        return None
+    inside = [path for path in placed if path == workdir or path.startswith(workdir + "/")]
+    return workdir if inside else None
 
 
 def _lines(text: str, pending: str) -> Tuple[List[str], str]:

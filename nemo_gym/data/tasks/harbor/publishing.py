@@ -133,8 +133,9 @@ class _Refused(Exception):
     """This task cannot be published; the reason does not name it (the grouped line does)."""
 
 
-def solve_script(answer: bytes) -> bytes:
-    """A ``solve.sh`` that writes ``answer`` byte for byte to ``answer.md`` in the working directory.
+def solve_script(answer: bytes, source: str = "solution/answer.md") -> bytes:
+    """A ``solve.sh`` that writes ``answer`` byte for byte to ``answer.md`` in the working directory;
+    its comment says where the answer came from (``source``).
 
     The bytes travel as base64 in a quoted heredoc, so CRLF, a missing final newline, shell
     metacharacters, a line ``EOF`` and invalid UTF-8 all arrive unchanged.
@@ -143,7 +144,7 @@ def solve_script(answer: bytes) -> bytes:
     lines = [encoded[index : index + 76] for index in range(0, len(encoded), 76)]
     return (
         "#!/usr/bin/env bash\n"
-        "# The reference answer (solution/answer.md), written byte for byte to answer.md.\n"
+        f"# The reference answer ({source}), written byte for byte to answer.md.\n"
         "set -e\n"
         f"base64 -d > answer.md <<'{_DELIMITER}'\n" + "".join(line + "\n" for line in lines) + f"{_DELIMITER}\n"
     ).encode("ascii")
@@ -258,13 +259,14 @@ def _answers(task: Task, row: bool, files: Dict[str, ShimFile]) -> None:
         answer = task.task_data.get("solution")
         if isinstance(answer, str):
             files["solution/solve.sh"] = ShimFile(
-                "solution/solve.sh", solve_script(answer.encode("utf-8")), _EXECUTABLE
+                "solution/solve.sh", solve_script(answer.encode("utf-8"), "the row's solution field"), _EXECUTABLE
             )
         return
     for folder in ["solution"] + [f"steps/{step.name}/solution" for step in task.steps]:
         written = files.pop(f"{folder}/answer.md", None)
         if written is not None:
-            files[f"{folder}/solve.sh"] = ShimFile(f"{folder}/solve.sh", solve_script(written.data), _EXECUTABLE)
+            script = solve_script(written.data, f"{folder}/answer.md")
+            files[f"{folder}/solve.sh"] = ShimFile(f"{folder}/solve.sh", script, _EXECUTABLE)
 
 
 def _verifiers(task: Task, row: bool, files: Dict[str, ShimFile]) -> None:

@@ -927,6 +927,13 @@ def load_task(task_dir: Union[str, Path], *, row: Optional[str] = None, check_ru
         return rows.task(row)
     if row is not None:
         raise TaskError(f"{path}: has no {ROWS_FILE}, so there is no row {row!r}")
+    if not (path / "task.toml").exists() and not (path / "tests").is_dir():
+        folders = sorted(entry.name for entry in path.iterdir() if (entry / "task.toml").is_file())
+        if folders:
+            raise TaskError(
+                f"{path}: a dataset of {len(folders)} task folder(s), not a task; give one of them "
+                f"({_some(folders)}), or check them all with `gym-harbor dataset validate {path}`"
+            )
     return _load(path, path.name, holding_dataset(path), None, check_runnable)
 
 
