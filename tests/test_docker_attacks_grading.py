@@ -551,3 +551,42 @@ def test_a_task_test_sh_run_as_another_user_cannot_aim_finishs_writes(docker_cli
     outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
     assert "No such file" in seen and "gym-victim" in seen, seen  # nothing written through the links
     assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+
+
+# Red team 43: the task's collect hook prints the agent's run log (`cat run.log`, timeout_sec = 1),
+# and the agent made the log a link to /dev/zero or a FIFO nobody writes. The engine cannot stop an
+# exec: the host gave up at the hook's timeout, the hook ran on (as root, the host's thread reading
+# /dev/zero at a core's cost), and the sandbox's next grading (the next step's) waited for it until
+# the host's limit masked that step, a wrong answer's 0 with it. Hooks now run under the sandbox's
+# own timeout, which stops them where they run.
+@pytest.mark.parametrize("log", ["ln -s /dev/zero run.log", "mkfifo run.log"], ids=["dev-zero", "fifo"])
+def test_a_collect_hook_that_outlives_its_timeout_is_stopped_and_the_next_grading_scores(docker_client, tmp_path, log):
+    import time
+
+    from test_docker_attacks import attack
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    toml = '[agent]\nuser = "agent"\n[[verifier.collect]]\ncommand = "cat run.log"\ntimeout_sec = 1\n'
+    grade = 'if [ "$(cat /workspace/answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": grade})
+    workspace = write(tmp_path / "ws", {"answer.txt": "41\n"})
+
+    async def before(sandbox: Any) -> None:
+        await sandbox.exec(f"cd /workspace && {log}", user="agent")
+
+    async def after(sandbox: Any) -> Any:
+        started = time.monotonic()
+        second = await run_verification(plan_verification(load_task(task_dir)), sandbox)
+        took = time.monotonic() - started
+        hooks = (
+            "for p in /proc/[0-9]*; do read -r c < $p/comm && [ $c = cat ] && echo ${p#/proc/}; done 2>/dev/null; true"
+        )
+        return second, took, (await sandbox.exec(hooks, user="root")).stdout.strip()
+
+    outcome, (second, took, left) = attack(docker_client, task_dir, workspace, before=before, after=after)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert (second.reward, second.masked) == (0.0, False), second  # was masked after 165 s
+    assert took < 30, f"the next grading waited for the hook ({took:.0f} s)"
+    assert left == "", f"the hooks still run: {left}"

@@ -172,6 +172,35 @@ def test_the_environment_healthcheck_runs_as_the_sandbox_starts(tmp_path):
     assert "[environment.healthcheck] failed 1 time(s) in a row" in result.error
 
 
+@pytest.mark.docker
+def test_an_attempt_that_outlives_its_timeout_is_stopped_in_the_container(docker_client, tmp_path):
+    """The engine cannot stop an exec the host gave up on: an attempt (a check on a socket the agent
+    holds, say) ran on, and the sandbox's next grading waited for its exec until masked (red team 43).
+    It is bounded where it runs now, as Docker's own healthcheck kills a timed-out probe."""
+    import time
+
+    from images import LABEL, base_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    check = Healthcheck("exec -a gym-hc-probe sleep 100", timeout_sec=1, retries=1)
+
+    async def attempt() -> Any:
+        image = base_image(docker_client)
+        async with DockerSandbox(image, workspace=tmp_path, labels=LABEL, client=docker_client) as sandbox:
+            with pytest.raises(HealthcheckError, match=r"its last attempt outlived its timeout_sec \(1 s\)$"):
+                await run_healthcheck(sandbox, check)
+            started = time.monotonic()
+            await asyncio.wait_for(sandbox.settled(), 30)
+            took = time.monotonic() - started
+            probes = "for p in /proc/[0-9]*; do IFS= read -r -d '' a < $p/cmdline; [ \"$a\" = gym-hc-probe ] && echo $p; done"
+            return took, (await sandbox.exec(probes + " 2>/dev/null; true", user="root")).stdout.strip()
+
+    took, left = asyncio.run(attempt())
+    assert left == "", f"the attempt still runs: {left}"
+    assert took < 10, f"its exec ran on for {took:.0f} s"
+
+
 # --- a step's own agent ------------------------------------------------------------------------------
 
 STEP_USERS = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
 
@@ -38,6 +39,26 @@ class SandboxNotStarted(RuntimeError):
 
 class ExecTimeout(SandboxError):
     """A command outlived the time the host gave it."""
+
+
+# A bounded command's grace between SIGTERM and SIGKILL (as grading's timeout gives test.sh).
+BOUND_KILL_AFTER_SEC = 5
+# coreutils timeout's exit status when the bound fired (a command killed later gives 137).
+BOUND_FIRED = 124
+
+
+def bounded(command: str, seconds: float) -> str:
+    """``command`` (a ``bash -c`` string, as Harbor runs a hook or a check) under the sandbox's own
+    ``timeout``, so that it stops where it runs when it outlives ``seconds``: the engine cannot stop
+    an exec the host gave up waiting for, and one left streaming an agent's ``/dev/zero`` link (or
+    blocked on its FIFO) held the sandbox's next grading until the host's limit masked it (red team
+    43). The whole process group gets SIGTERM, then SIGKILL ``BOUND_KILL_AFTER_SEC`` later; status
+    ``BOUND_FIRED``. A sandbox without ``timeout`` runs the command as given."""
+    quoted = shlex.quote(command)
+    return (
+        f'if bound=$(command -v timeout); then exec "$bound" -k {BOUND_KILL_AFTER_SEC} {seconds:g} bash -c {quoted}; '
+        f"fi; exec bash -c {quoted}"
+    )
 
 
 class CopyStalled(SandboxError):
@@ -201,6 +222,8 @@ def require_started(sandbox: Any) -> None:
 
 
 __all__ = [
+    "BOUND_FIRED",
+    "BOUND_KILL_AFTER_SEC",
     "CLEAN_SHELL_OPTIONS",
     "MAX_EXEC_OUTPUT_BYTES",
     "ArchiveSandbox",
@@ -214,6 +237,7 @@ __all__ = [
     "SandboxError",
     "SandboxNotStarted",
     "User",
+    "bounded",
     "causes",
     "names_root",
     "require_started",
