@@ -303,3 +303,34 @@ def test_the_environment_healthcheck_meets_the_agents_files_as_the_agent(tmp_pat
     with pytest.raises(HealthcheckError, match=r"exited with 3: ran as \d+") as raised:
         asyncio.run(start())
     assert "ran as 0" not in str(raised.value)
+
+
+# --- bounded: where a hook or a check stops -----------------------------------------------------------
+
+
+def test_bounded_stops_the_command_where_it_runs_with_the_systems_timeout(tmp_path):
+    """The command runs as ``bash -c`` would run it, is stopped at its bound (status 124), and the
+    ``timeout`` is the system's: one the agent put in a PATH folder of its own never runs (a hook
+    runs as root)."""
+    import subprocess
+    import time
+
+    from nemo_gym.data.tasks.harbor.sandboxes.base import BOUND_FIRED, bounded
+
+    planted = tmp_path / "bin" / "timeout"
+    planted.parent.mkdir()
+    planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'planted-ran'}\n")
+    planted.chmod(0o755)
+    env = {"PATH": f"{planted.parent}:/usr/bin:/bin", "X": "it's $HOME"}
+
+    def run(command: str, seconds: float) -> subprocess.CompletedProcess:
+        script = bounded(command, seconds)
+        return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+
+    said = run('printf \'%s|%s\\n\' "$X" "$0"; exit 3', 5)
+    assert (said.returncode, said.stdout) == (3, "it's $HOME|bash\n")
+    started = time.monotonic()
+    stopped = run("sleep 20 & sleep 20; echo never", 0.5)
+    assert stopped.returncode == BOUND_FIRED and stopped.stdout == ""
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "planted-ran").exists()

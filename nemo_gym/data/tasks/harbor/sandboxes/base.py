@@ -53,11 +53,13 @@ def bounded(command: str, seconds: float) -> str:
     an exec the host gave up waiting for, and one left streaming an agent's ``/dev/zero`` link (or
     blocked on its FIFO) held the sandbox's next grading until the host's limit masked it (red team
     43). The whole process group gets SIGTERM, then SIGKILL ``BOUND_KILL_AFTER_SEC`` later; status
-    ``BOUND_FIRED``. A sandbox without ``timeout`` runs the command as given."""
+    ``BOUND_FIRED``. ``timeout`` is the system's (``/usr/bin``, ``/bin``), never one found on a PATH
+    that may name the agent's folders: a hook runs as root. A sandbox without it runs the command
+    as given."""
     quoted = shlex.quote(command)
     return (
-        f'if bound=$(command -v timeout); then exec "$bound" -k {BOUND_KILL_AFTER_SEC} {seconds:g} bash -c {quoted}; '
-        f"fi; exec bash -c {quoted}"
+        "for bound in /usr/bin/timeout /bin/timeout; do [ -f $bound ] && [ -x $bound ] && "
+        f"exec $bound -k {BOUND_KILL_AFTER_SEC} {seconds:g} bash -c {quoted}; done; exec bash -c {quoted}"
     )
 
 
