@@ -547,3 +547,57 @@ def test_a_workdir_away_from_where_the_dockerfile_copies_is_a_warning(tmp_path):
     )
     for task in (same, unset, elsewhere):
         assert not [f for f in check(task) if f.key == "WORKDIR"], task
+
+
+RUNS_AGENT_CODE = (
+    "import subprocess, sys\n"
+    "def verify(workspace):\n"
+    "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
+    "    return float(ran.stdout.strip() == '42')\n"
+)
+
+
+def test_a_root_verify_that_starts_programs_beside_an_agent_of_its_own_is_a_warning(tmp_path):
+    """The agent's program a root verify runs gets root, and with it this grade and later ones (red
+    team 43, B2): said where the agent has a user of its own and the verifier has none (or root)."""
+    agent = '[agent]\nuser = "agent"\n'
+    findings = [f for f in check(_task(tmp_path / "t", agent, RUNS_AGENT_CODE)) if "starts programs" in f.message]
+    assert [(f.severity, Path(f.path).name) for f in findings] == [(WARNING, "verifier.py")]
+    assert "set [verifier].user to a user of the image other than the agent's" in findings[0].message
+    root = agent + '[verifier]\nuser = "0"\n'
+    assert [f for f in check(_task(tmp_path / "root", root, RUNS_AGENT_CODE)) if "starts programs" in f.message]
+    quiet = {
+        "own-user": (agent + '[verifier]\nuser = "grader"\n', RUNS_AGENT_CODE),
+        "root-agent": ("", RUNS_AGENT_CODE),  # the agent is root already
+        "no-programs": (agent, VERIFIER),
+        "sqlite": (
+            agent,
+            "import sqlite3\ndef verify():\n    sqlite3.connect(':memory:').execute('select 1')\n    return 1\n",
+        ),
+    }
+    for name, (toml, source) in quiet.items():
+        assert not [f for f in check(_task(tmp_path / name, toml, source)) if "starts programs" in f.message], name
+
+
+@pytest.mark.parametrize(
+    ("source", "starts"),
+    [
+        ("import subprocess", True),
+        ("from subprocess import run", True),
+        ("import pty", True),
+        ("import os\nos.system('x')", True),
+        ("import os\nos.execvp('x', ['x'])", True),
+        ("from os import popen", True),
+        ("import asyncio\nasyncio.create_subprocess_exec('x')", True),
+        ("import os\nos.fork()", True),
+        ("import os\nos.path.exists('x')", False),
+        ("import sqlite3\nsqlite3.connect('x').execute('y')", False),
+        ("def verify():\n    return 1", False),
+    ],
+)
+def test_starts_programs(source, starts):
+    import ast
+
+    from nemo_gym.data.tasks.harbor.check import starts_programs
+
+    assert starts_programs(ast.parse(source)) is starts

@@ -579,6 +579,7 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         if message is not None:
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
     findings += _oracle_findings(task)
+    findings += _root_runs_programs(task)
     dockerfile = task.path / "environment" / "Dockerfile"
     findings += _workdir_findings(task, dockerfile)
     if task.environment.docker_image and dockerfile.is_file():
@@ -588,6 +589,67 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         )
         findings.append(Finding(WARNING, str(dockerfile), "", message))
     return findings + _verifier_choices(task)
+
+
+# How a verify starts a program: a module that does nothing else, or one of these functions.
+_PROCESS_MODULES = frozenset(("subprocess", "pty"))
+_PROCESS_CALLS = ("system", "popen", "exec", "spawn", "posix_spawn", "create_subprocess_", "fork")
+
+
+def starts_programs(tree: ast.Module) -> bool:
+    """Whether the module, read as source, may start a program: it imports ``subprocess`` or ``pty``,
+    or names ``os.system``, ``os.popen``, an ``exec``/``spawn`` function, ``fork`` or asyncio's
+    ``create_subprocess_*``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] in _PROCESS_MODULES for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _PROCESS_MODULES:
+            return True
+        names = []
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("os", "asyncio"):
+            names = [node.attr]
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "asyncio"):
+            names = [alias.name for alias in node.names]
+        if any(name.startswith(_PROCESS_CALLS) for name in names):
+            return True
+    return False
+
+
+def _root_runs_programs(task: Task) -> List[Finding]:
+    """A Python verify that starts programs (the agent's, in a coding task) as root while the agent
+    has a user of its own: the program gets root, and with it this grade and every later one in the
+    sandbox (README: Threat model). Said once per verifier.py."""
+    from nemo_gym.data.tasks.harbor.sandboxes.base import names_root
+    from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier  # it imports this module
+
+    findings: List[Finding] = []
+    said = set()
+    runs: List[Optional[str]] = [item.name for item in task.steps] or [None]
+    for step in runs:
+        try:
+            choice = task_verifier(task, step)
+        except TaskError:
+            continue  # said elsewhere
+        config = task.step(step).verifier if step is not None else task.verifier
+        user = config.user if config.user is not None else task.verifier.user
+        if choice.kind != PYTHON or choice.verifier_path is None or choice.verifier_path in said:
+            continue
+        if task.agent_user_of(step) is None or (user is not None and not names_root(user)):
+            continue
+        try:
+            tree = ast.parse(choice.verifier_path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue  # said by verifier_findings
+        if starts_programs(tree):
+            said.add(choice.verifier_path)
+            whose = "[verifier].user" if step is None else f"[steps.verifier].user of {step!r} (or [verifier].user)"
+            message = (
+                f"verify starts programs and runs as root, while the agent has a user of its own: a program of "
+                f"the agent's it runs gets root, and can forge this grade and later ones; set {whose} to a user of "
+                "the image other than the agent's"
+            )
+            findings.append(Finding(WARNING, str(choice.verifier_path), "", message))
+    return findings
 
 
 def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
