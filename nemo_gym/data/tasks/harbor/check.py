@@ -630,11 +630,10 @@ def _root_runs_programs(task: Task) -> List[Finding]:
             choice = task_verifier(task, step)
         except TaskError:
             continue  # said elsewhere
-        config = task.step(step).verifier if step is not None else task.verifier
-        user = config.user if config.user is not None else task.verifier.user
         if choice.kind != PYTHON or choice.verifier_path is None or choice.verifier_path in said:
             continue
-        if task.agent_user_of(step) is None or (user is not None and not names_root(user)):
+        user = task.verifier_user_of(step)
+        if task.agent_user_of(step) is None or user is None or not names_root(user):
             continue
         try:
             tree = ast.parse(choice.verifier_path.read_bytes())

@@ -179,6 +179,14 @@ class Task:
         own = self.step(step).agent_user if step is not None else None
         return own if own is not None else self.agent_user
 
+    def verifier_user_of(self, step: Optional[str]) -> Optional[User]:
+        """Who the verifier of ``step`` (``None``: of the task) runs as: the step's
+        ``[steps.verifier].user``, else ``[verifier].user``, else root where that run's agent has a
+        user (the seed's rule: the image's user is not known then), else ``None``: the image's user."""
+        own = self.step(step).verifier.user if step is not None else None
+        user = own if own is not None else self.verifier.user
+        return "root" if user is None and self.agent_user_of(step) is not None else user
+
     def workdir_owner(self) -> Optional[User]:
         """Whom the working directory is given to, once, as a published Dockerfile gives it:
         ``[agent].user``, else the first step's ``[steps.agent].user`` (a later step's other agent

@@ -304,9 +304,7 @@ def plan_verification(
     source = {**(os.environ if host_env is None else host_env), **secrets}
     env = resolve_env(env_table, source, where=where, secrets=True)
     used_secrets = tuple(value for key, value in env.items() if value and _template_name(env_table[key]) in secrets)
-    user = config.user if config.user is not None else task.verifier.user
-    if user is None and task.agent_user_of(step) is not None:
-        user = "root"  # the contract: no record of the image's user and [agent].user (the step's) set
+    user = task.verifier_user_of(step)
     seconds = timeout_sec if timeout_sec is not None else config.timeout_sec * task.timeout_multiplier
     return VerificationPlan(
         kind=choice.kind,
