@@ -17,13 +17,20 @@ class Scripted:
     ``cost`` seconds on a fake clock that ``sleep`` advances too."""
 
     workdir = "/workspace"
+    admin_user = "root"
 
     def __init__(self, script: Sequence[Attempt], cost: float = 0.0) -> None:
         self.script, self.cost, self.now = list(script), cost, 0.0
         self.calls: List[Tuple[str, Optional[float], Any]] = []
+        self.housekeeping: List[str] = []  # the admin's clean-shell execs around a bounded attempt
         self.sleeps: List[float] = []
 
-    async def exec(self, command: str, *, timeout_s: Optional[float] = None, user: Any = None, **_: Any) -> ExecResult:
+    async def exec(
+        self, command: str, *, timeout_s: Optional[float] = None, user: Any = None, clean_shell: bool = False, **_: Any
+    ) -> ExecResult:
+        if clean_shell:
+            self.housekeeping.append(command)
+            return ExecResult("7\n", "", 0)  # the clock, in ticks; a reap says nothing
         self.calls.append((command, timeout_s, user))
         self.now += self.cost
         outcome = self.script.pop(0)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shlex
+import stat
 import subprocess
 import time
 from dataclasses import replace
@@ -408,6 +409,39 @@ def test_a_collect_hook_made_to_print_forever_is_cut_at_its_timeout_and_the_answ
 
 
 # --- 9: the local sandbox protects the host ------------------------------------------------------
+
+
+def test_no_device_node_or_set_id_file_the_agent_makes_stays_on_the_host(tmp_path):
+    """The workspace is a host folder: nosuid and nodev inside the namespace, but not on the host. A
+    root verifier ran the agent's program, which made device nodes there (/dev/mem's, 0666) and a
+    set-uid-root shell for any host user who reaches it (red team 44). No node can be made now, and
+    the set-id bits are gone once the sandbox closes."""
+    needs_root()
+    solve = (
+        "mknod -m 0666 .mem c 1 1; mknod -m 0666 .null c 1 3\n"
+        "cp /bin/sh .rootsh && chmod 4755 .rootsh && cp /bin/sh .groupsh && chmod 2755 .groupsh\n"
+        "mkdir -p deep/er && cp /bin/sh deep/er/.sh && chmod 6755 deep/er/.sh\n"
+        # Past PATH_MAX, where a path-by-path walk cannot reach it and the host can (cd by cd).
+        "(for i in $(seq 300); do mkdir -p dddddddddddddddddddd && cd dddddddddddddddddddd || exit; done; "
+        "cp /bin/sh .far && chmod 4755 .far && mknod .farnull c 1 3)\n"
+        "[ -u .rootsh ] && echo set-id-inside > made.txt\n"
+        "echo 41 > answer.txt\n"
+    )
+    grade = 'bash solve.sh\nif [ "$(cat answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task_dir = task(tmp_path / "task", {"tests/test.sh": grade})
+    workspace = task(tmp_path / "ws", {"solve.sh": solve})
+    outcome = verify(task_dir, workspace)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert (workspace / "made.txt").read_text() == "set-id-inside\n"  # the attack ran
+    assert not (workspace / ".mem").exists() and not (workspace / ".null").exists()
+    for name in (".rootsh", ".groupsh", "deep/er/.sh"):
+        mode = (workspace / name).lstat().st_mode
+        assert stat.S_ISREG(mode) and not mode & (stat.S_ISUID | stat.S_ISGID), (name, oct(mode))
+    assert os.access(workspace / ".rootsh", os.X_OK)  # the file itself stays
+    far = subprocess.run(
+        ["find", str(workspace), "-name", ".far*", "-printf", "%y %m\n"], capture_output=True, text=True, check=True
+    )
+    assert far.stdout == "f 755\n", far.stdout  # made (300 folders deep), its bit gone; the node never made
 
 
 def test_the_host_is_read_only_and_its_environment_absent(tmp_path, monkeypatch):

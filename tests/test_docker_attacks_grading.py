@@ -590,3 +590,73 @@ def test_a_collect_hook_that_outlives_its_timeout_is_stopped_and_the_next_gradin
     assert (second.reward, second.masked) == (0.0, False), second  # was masked after 165 s
     assert took < 30, f"the next grading waited for the hook ({took:.0f} s)"
     assert left == "", f"the hooks still run: {left}"
+
+
+# Red team 44: the hook runs as the agent's user, so its `timeout` is a process of the agent's uid.
+# The agent's leftover process traces it (same uid) and drops every signal it gets: its alarm never
+# fires, and the hook's exec never ends. When the host's wait runs out now, a root exec kills what
+# started since the hook did (but root's), which no tracer can stop, and the next grading scores.
+TRACER = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_CONT, PTRACE_SEIZE = 7, 0x4206
+uid, seen, traced = os.getuid(), set(), set()
+open("/tmp/tracer-up", "w").close()
+while True:
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in seen:
+            continue
+        try:
+            if os.stat("/proc/" + p).st_uid != uid or open(f"/proc/{p}/comm").read().strip() != "timeout":
+                continue
+        except OSError:
+            continue
+        seen.add(p)
+        if libc.ptrace(PTRACE_SEIZE, int(p), None, None) == 0:
+            traced.add(int(p))
+            open("/tmp/tracer-seized", "w").close()
+    while traced:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG | 0x40000000)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if os.WIFSTOPPED(status):
+            libc.ptrace(PTRACE_CONT, pid, None, None)
+        else:
+            traced.discard(pid)
+    time.sleep(0.005)
+"""
+
+
+def test_a_hook_whose_bound_the_agent_defeats_is_reaped_and_the_next_grading_scores(docker_client, tmp_path):
+    import time
+
+    from test_docker_attacks import attack, leave_behind
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    hook = '[[verifier.collect]]\ncommand = "cat run.log"\ntimeout_sec = 1\nuser = "agent"\n'
+    grade = 'if [ "$(cat /workspace/answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task_dir = write(tmp_path / "task", {"task.toml": '[agent]\nuser = "agent"\n' + hook, "tests/test.sh": grade})
+    workspace = write(tmp_path / "ws", {"answer.txt": "41\n", "tracer.py": TRACER})
+
+    async def before(sandbox: Any) -> None:
+        await sandbox.exec("cd /workspace && mkfifo run.log", user="agent")
+        await leave_behind(sandbox, "exec python3 /workspace/tracer.py")
+
+    async def after(sandbox: Any) -> Any:
+        seized = (await sandbox.exec("test -e /tmp/tracer-seized", user="root")).return_code == 0
+        started = time.monotonic()
+        second = await run_verification(plan_verification(load_task(task_dir)), sandbox)
+        return seized, second, time.monotonic() - started
+
+    started = time.monotonic()
+    outcome, (seized, second, took) = attack(docker_client, task_dir, workspace, before=before, after=after)
+    assert seized, "the tracer never caught the hook's timeout: the attack did not run"
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert (second.reward, second.masked) == (0.0, False), second  # was masked after 165 s
+    assert took < 30 and time.monotonic() - started < 60, f"the next grading waited for the hook ({took:.0f} s)"

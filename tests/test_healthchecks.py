@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from healthcheck_cases import CASES, CHECK, TIMEOUT_CASES, Scripted
+from healthcheck_cases import CASES, CHECK, TIMEOUT, TIMEOUT_CASES, Scripted
 from support import write_files
 
+from nemo_gym.data.tasks.harbor.bounded import BOUND_KILL_AFTER_SEC, HOST_MARGIN_SEC
 from nemo_gym.data.tasks.harbor.healthchecks import HealthcheckError, run_healthcheck
 from nemo_gym.data.tasks.harbor.publishing import publication
 from nemo_gym.data.tasks.harbor.sandboxes.for_task import open_task_sandbox
@@ -35,7 +36,15 @@ def test_the_loop_waits_and_counts_as_harbor_and_docker_do(script, cost, passes,
             run(CHECK, sandbox)
     assert sandbox.sleeps == sleeps
     assert not sandbox.script  # every scripted attempt ran, and no more
-    assert {(timeout, user) for _, timeout, user in sandbox.calls} == {(3.0, None)}
+    # The host waits past the attempt's own bound (3 s, then its grace) for the sandbox to stop it.
+    assert {(timeout, user) for _, timeout, user in sandbox.calls} == {
+        (3.0 + BOUND_KILL_AFTER_SEC + HOST_MARGIN_SEC, None)
+    }
+    assert all(" 3 /bin/bash -c " in command.replace("$shell", "/bin/bash") for command, _, _ in sandbox.calls)
+    # A timed-out attempt (its bound defeated) has what started since it reaped, from the clock read before it.
+    reaps = [command for command in sandbox.housekeeping if "kill_strays" in command]
+    assert len(reaps) == sum(step == TIMEOUT for step in script[: len(sandbox.calls)])
+    assert all(command.startswith("started=7\n") for command in reaps)
 
 
 def test_no_retries_fails_at_the_first_failure_after_the_start_period():
@@ -58,7 +67,9 @@ def test_the_timeout_is_used_as_written_and_0_sets_none():
     sandbox = Scripted([0, 0])
     run(Healthcheck("probe", timeout_sec=2.75), sandbox)
     run(Healthcheck("probe", timeout_sec=0), sandbox)
-    assert [timeout for _, timeout, _ in sandbox.calls] == [2.75, None]  # Harbor's: 2 and None
+    # Harbor's: 2 and None. The bound is the sandbox's timeout; the host waits past it and its grace.
+    assert [timeout for _, timeout, _ in sandbox.calls] == [2.75 + BOUND_KILL_AFTER_SEC + HOST_MARGIN_SEC, None]
+    assert " 2.75 $shell -c probe" in sandbox.calls[0][0] and sandbox.calls[1][0] == "probe"
 
 
 # --- reading task.toml -----------------------------------------------------------------------------
@@ -315,20 +326,21 @@ def test_bounded_stops_the_command_where_it_runs_with_the_systems_timeout(tmp_pa
     import subprocess
     import time
 
-    from nemo_gym.data.tasks.harbor.sandboxes.base import BOUND_FIRED, bounded
+    from nemo_gym.data.tasks.harbor.bounded import BOUND_FIRED, bounded
 
-    planted = tmp_path / "bin" / "timeout"
-    planted.parent.mkdir()
-    planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'planted-ran'}\n")
-    planted.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    for name in ("timeout", "bash"):  # bash: the local sandbox's hook used to be the host's by path (red team 44)
+        planted = tmp_path / "bin" / name
+        planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'planted-ran'}\n")
+        planted.chmod(0o755)
     env = {"PATH": f"{planted.parent}:/usr/bin:/bin", "X": "it's $HOME"}
 
     def run(command: str, seconds: float) -> subprocess.CompletedProcess:
         script = bounded(command, seconds)
-        return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+        return subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
 
     said = run('printf \'%s|%s\\n\' "$X" "$0"; exit 3', 5)
-    assert (said.returncode, said.stdout) == (3, "it's $HOME|bash\n")
+    assert (said.returncode, said.stdout) == (3, "it's $HOME|/bin/bash\n")
     started = time.monotonic()
     stopped = run("sleep 20 & sleep 20; echo never", 0.5)
     assert stopped.returncode == BOUND_FIRED and stopped.stdout == ""

@@ -59,8 +59,24 @@ HANDOVER_READ, HANDOVER_OWN = "read", "own"
 
 
 @functools.lru_cache(maxsize=None)
+def _text(name: str) -> str:
+    return (Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
+
+
 def _script() -> str:
-    return (Path(__file__).resolve().parent / "_grading.sh").read_text(encoding="utf-8")
+    return _text("_strays.sh") + _text("_grading.sh")
+
+
+# The start of the shell that runs it, in clock ticks since boot (/proc's stat, field 22): what the
+# reaper kills from (``reap_command``). Bash builtins alone.
+START_TICKS_COMMAND = 'IFS= read -r stat < "/proc/$$/stat"; set -- ${stat##*) }; echo "${20}"'
+
+
+def reap_command(since_ticks: int) -> str:
+    """The bash command (run it as the admin, ``clean_shell=True``) that kills every process but
+    root's started at or after ``since_ticks`` (``START_TICKS_COMMAND``), as grading's finish kills
+    its strays: what a hook or a check of another user left running past its bound."""
+    return f"started={int(since_ticks)}\nKILL_STRAYS=1\nSPARE_ROOT=1\n" + _text("_strays.sh") + "kill_strays\nthaw\n"
 
 
 @dataclass(frozen=True)
@@ -116,6 +132,7 @@ def grading_command(steps: GradingSteps) -> str:
         "HANDOVER": steps.handover,
         "RUN_AS": steps.run_as,
         "KILL_STRAYS": "1" if steps.kill_strays else "0",
+        "SPARE_ROOT": "0",
         "PIPED": "1" if steps.piped else "0",
         "ARCHIVE": steps.archive,
         "OUT_TAR": steps.out_tar,
@@ -138,8 +155,10 @@ __all__ = [
     "NO_TAR",
     "NO_VERIFIER_TOOL",
     "STAGING_FAILED",
+    "START_TICKS_COMMAND",
     "UNKNOWN_USER",
     "GradingSteps",
     "deferred",
     "grading_command",
+    "reap_command",
 ]

@@ -16,7 +16,7 @@ runs with more rights than the agent whose files it may meet.
 
 Where this differs from Harbor, on purpose: an attempt that outlives ``timeout_sec`` counts as a
 failure, as Docker counts it (Harbor's exec raises there, ending the whole check at once), and is
-stopped where it runs (``sandboxes.base.bounded``), as Docker stops it; and
+stopped where it runs (``bounded``), as Docker stops it; and
 ``timeout_sec`` is used as written, where Harbor truncates it to whole seconds (so that below 1 it
 sets no bound). 0 sets no bound in both.
 """
@@ -27,7 +27,8 @@ import asyncio
 import time
 from typing import Awaitable, Callable, Optional, Tuple
 
-from nemo_gym.data.tasks.harbor.sandboxes.base import BOUND_FIRED, ExecTimeout, Sandbox, SandboxError, User, bounded
+from nemo_gym.data.tasks.harbor.bounded import run_bounded
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout, Sandbox, SandboxError, User
 from nemo_gym.data.tasks.harbor.task import Healthcheck
 
 OUTPUT_TAIL_CHARS = 500  # of the last attempt's output, in the error
@@ -64,22 +65,16 @@ async def run_healthcheck(
     failures = 0
     while True:
         in_start_period = clock() < start_period_ends
-        # Bounded where it runs too: an attempt the host stops waiting for must not run on (and hold
-        # the sandbox's next grading), as Docker's own healthcheck kills it.
-        command = bounded(check.command, check.timeout_sec) if check.timeout_sec else check.command
-        outlived = f"outlived its timeout_sec ({check.timeout_sec:g} s)"
         try:
-            result = await sandbox.exec(command, timeout_s=check.timeout_sec or None, user=user)
+            # Stopped where it runs at its bound, as Docker's own healthcheck stops it (bounded).
+            result = await run_bounded(sandbox, check.command, check.timeout_sec, user=user)
         except ExecTimeout:
-            last = outlived
+            last = f"outlived its timeout_sec ({check.timeout_sec:g} s)"
         else:
             if result.return_code == 0:
                 return
             output = (result.stdout + result.stderr).strip()[-OUTPUT_TAIL_CHARS:]
-            if result.return_code == BOUND_FIRED and check.timeout_sec:
-                last = outlived
-            else:
-                last = f"exited with {result.return_code}" + (f": {output}" if output else "")
+            last = f"exited with {result.return_code}" + (f": {output}" if output else "")
         failures, wait = after_failure(check, in_start_period, failures)
         if wait is None:
             raise HealthcheckError(

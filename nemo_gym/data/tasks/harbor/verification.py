@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from nemo_gym.data.tasks.harbor._values import finite_float
+from nemo_gym.data.tasks.harbor.bounded import run_bounded
 from nemo_gym.data.tasks.harbor.bytecode import ImageTags, for_tag
 from nemo_gym.data.tasks.harbor.check import unusable_verify
 from nemo_gym.data.tasks.harbor.collected import CACHE_TAG, Collected, CollectError, read_collected
@@ -51,14 +52,12 @@ from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import ERROR, REFUSED, find_reports, judge_report
 from nemo_gym.data.tasks.harbor.rewards import TIMEOUT_DETAIL, UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
-    BOUND_FIRED,
     ArchiveSandbox,
     ExecTimeout,
     PipeSandbox,
     Sandbox,
     SandboxError,
     User,
-    bounded,
     names_root,
     require_started,
     sandbox_option,
@@ -540,15 +539,12 @@ async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> N
             )
     for hook in hooks:
         seconds = int(hook.timeout_sec) or None
-        command = hook.command if seconds is None else bounded(hook.command, seconds)
-        try:
-            result = await sandbox.exec(command, cwd=sandbox.workdir, timeout_s=seconds, user=hook.user)
+        try:  # stopped where it runs at its bound (bounded)
+            result = await run_bounded(sandbox, hook.command, seconds, cwd=sandbox.workdir, user=hook.user)
         except Exception as error:  # any fault of the sandbox: hooks never decide the outcome
             LOGGER.warning("collect hook %r failed: %s", hook.command, error)
             continue
-        if result.return_code == BOUND_FIRED and seconds is not None:
-            LOGGER.warning("collect hook %r outlived its timeout_sec (%d s) and was stopped", hook.command, seconds)
-        elif result.return_code != 0:
+        if result.return_code != 0:
             LOGGER.warning("collect hook %r exited with %d: %s", hook.command, result.return_code, result.stderr[-500:])
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
 
@@ -39,28 +38,6 @@ class SandboxNotStarted(RuntimeError):
 
 class ExecTimeout(SandboxError):
     """A command outlived the time the host gave it."""
-
-
-# A bounded command's grace between SIGTERM and SIGKILL (as grading's timeout gives test.sh).
-BOUND_KILL_AFTER_SEC = 5
-# coreutils timeout's exit status when the bound fired (a command killed later gives 137).
-BOUND_FIRED = 124
-
-
-def bounded(command: str, seconds: float) -> str:
-    """``command`` (a ``bash -c`` string, as Harbor runs a hook or a check) under the sandbox's own
-    ``timeout``, so that it stops where it runs when it outlives ``seconds``: the engine cannot stop
-    an exec the host gave up waiting for, and one left streaming an agent's ``/dev/zero`` link (or
-    blocked on its FIFO) held the sandbox's next grading until the host's limit masked it (red team
-    43). The whole process group gets SIGTERM, then SIGKILL ``BOUND_KILL_AFTER_SEC`` later; status
-    ``BOUND_FIRED``. ``timeout`` is the system's (``/usr/bin``, ``/bin``), never one found on a PATH
-    that may name the agent's folders: a hook runs as root. A sandbox without it runs the command
-    as given."""
-    quoted = shlex.quote(command)
-    return (
-        "for bound in /usr/bin/timeout /bin/timeout; do [ -f $bound ] && [ -x $bound ] && "
-        f"exec $bound -k {BOUND_KILL_AFTER_SEC} {seconds:g} bash -c {quoted}; done; exec bash -c {quoted}"
-    )
 
 
 class CopyStalled(SandboxError):
@@ -224,8 +201,6 @@ def require_started(sandbox: Any) -> None:
 
 
 __all__ = [
-    "BOUND_FIRED",
-    "BOUND_KILL_AFTER_SEC",
     "CLEAN_SHELL_OPTIONS",
     "MAX_EXEC_OUTPUT_BYTES",
     "ArchiveSandbox",
@@ -239,7 +214,6 @@ __all__ = [
     "SandboxError",
     "SandboxNotStarted",
     "User",
-    "bounded",
     "causes",
     "names_root",
     "require_started",

@@ -32,6 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
@@ -60,15 +61,15 @@ _SCRATCH = ("/var/tmp", "/dev/shm")  # of _TMPFS: /run stays root's, as in a con
 # Writable where a test.sh expects to write (pip's and apt's caches, a user's dotfiles), with the
 # host's entries bound back read-only: files can be added, the host's cannot change.
 _LAYERED = ("/root", "/usr/local")
-# Docker's default capabilities but the network's: a root verifier can chown, switch users and kill
-# in its namespace, but not mount, trace other processes or load modules; and, since it shares the
-# host's network, neither read its traffic (CAP_NET_RAW) nor take its low ports.
+# Docker's default capabilities but the network's and CAP_MKNOD: a root verifier can chown, switch
+# users and kill in its namespace, but not mount, trace other processes or load modules; since it
+# shares the host's network, neither read its traffic (CAP_NET_RAW) nor take its low ports; and since
+# the workspace is a host folder, not make device nodes there that the host would honour (red team 44).
 _CAPABILITIES = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FSETID",
     "CAP_FOWNER",
-    "CAP_MKNOD",
     "CAP_SETGID",
     "CAP_SETUID",
     "CAP_SETFCAP",
@@ -175,6 +176,19 @@ def _layered(folder: str) -> List[str]:
         else:
             arguments += ["--ro-bind", path, path]
     return arguments
+
+
+def defuse(folder: Path) -> None:
+    """Removes the device nodes under ``folder`` and the set-user and set-group bits of its files:
+    bound into the sandbox, a host folder is nosuid and nodev there, but not on the host, where a
+    set-id copy of a shell the agent's program left (as root, or as any user the sandbox has) would
+    lift whoever reaches it (red team 44). GNU find walks any depth (its ``-execdir`` names a file
+    from its own folder, past PATH_MAX) and never follows a link."""
+    command = [host_tool("find"), str(folder), "-mindepth", "1", "(", "-type", "c", "-o", "-type", "b", ")", "-delete"]
+    command += ["-o", "-type", "f", "-perm", "/6000", "-execdir", host_tool("chmod"), "ug-s", "{}", "+"]
+    subprocess.run(
+        command, env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+    )
 
 
 def _remove_tree(root: Path) -> None:
@@ -295,6 +309,9 @@ class LocalSandbox:
         await self.close()
 
     async def close(self) -> None:
+        if self._remove_root.alive and self.isolated:
+            for folder in (self.workspace, *self._mounts.values()):
+                await in_thread(defuse, folder)
         self._remove_root()  # once: a second close does nothing
 
     @property
