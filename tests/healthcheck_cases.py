@@ -18,6 +18,7 @@ class Scripted:
 
     workdir = "/workspace"
     admin_user = "root"
+    private_pids = True  # its processes are its own: a timed-out attempt's are reaped
 
     def __init__(self, script: Sequence[Attempt], cost: float = 0.0) -> None:
         self.script, self.cost, self.now = list(script), cost, 0.0

@@ -346,3 +346,12 @@ def test_bounded_stops_the_command_where_it_runs_with_the_systems_timeout(tmp_pa
     assert stopped.returncode == BOUND_FIRED and stopped.stdout == ""
     assert time.monotonic() - started < 10
     assert not (tmp_path / "planted-ran").exists()
+
+
+def test_no_reaping_where_the_sandboxs_processes_are_not_its_own():
+    """Killing by the clock where processes are not the sandbox's own (the local sandbox without
+    bubblewrap, a provider that does not say) could reach the host's: the bound alone stops them."""
+    sandbox = Scripted([TIMEOUT, 0])
+    sandbox.private_pids = False  # type: ignore[misc]
+    run(CHECK, sandbox)
+    assert sandbox.housekeeping == [] and len(sandbox.calls) == 2

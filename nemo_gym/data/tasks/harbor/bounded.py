@@ -16,7 +16,7 @@ import shlex
 from typing import Optional
 
 from nemo_gym.data.tasks.harbor.grading import START_TICKS_COMMAND, reap_command
-from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, Sandbox, User
+from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, ExecTimeout, Sandbox, User, sandbox_option
 
 # The grace between SIGTERM and SIGKILL at the bound (as grading's timeout gives test.sh).
 BOUND_KILL_AFTER_SEC = 5
@@ -51,7 +51,9 @@ async def run_bounded(
     out, after which its processes are killed). Faults of the sandbox propagate."""
     if not seconds:
         return await sandbox.exec(command, cwd=cwd, user=user)
-    since = await _start_ticks(sandbox)
+    # Where the sandbox's processes are not its own (a provider's word, the local one without
+    # bubblewrap), killing by the clock could reach the host's: the bound alone stops the command.
+    since = await _start_ticks(sandbox) if sandbox_option(sandbox, "private_pids", False) else None
     try:
         result = await sandbox.exec(
             bounded(command, seconds),
