@@ -24,6 +24,7 @@ class Scripted:
         self.script, self.cost, self.now = list(script), cost, 0.0
         self.calls: List[Tuple[str, Optional[float], Any]] = []
         self.housekeeping: List[str] = []  # the admin's clean-shell execs around a bounded attempt
+        self.clock_stalls = False  # the admin's read of the clock times out (an agent starving it)
         self.sleeps: List[float] = []
 
     async def exec(
@@ -31,6 +32,8 @@ class Scripted:
     ) -> ExecResult:
         if clean_shell:
             self.housekeeping.append(command)
+            if self.clock_stalls:
+                raise ExecTimeout("the command outlived its timeout")
             return ExecResult("7\n", "", 0)  # the clock, in ticks; a reap says nothing
         self.calls.append((command, timeout_s, user))
         self.now += self.cost

@@ -355,3 +355,13 @@ def test_no_reaping_where_the_sandboxs_processes_are_not_its_own():
     sandbox.private_pids = False  # type: ignore[misc]
     run(CHECK, sandbox)
     assert sandbox.housekeeping == [] and len(sandbox.calls) == 2
+
+
+def test_an_attempt_whose_clock_cannot_be_read_is_not_run_and_fails():
+    """Unreaped, a command of the agent's user could hold the sandbox (red team 45: the agent starved
+    the root exec that reads the clock): it is not run, and the attempt counts as timed out."""
+    sandbox = Scripted([0])
+    sandbox.clock_stalls = True
+    with pytest.raises(HealthcheckError, match=r"its last attempt outlived its timeout_sec \(3 s\)$"):
+        run(CHECK, sandbox)
+    assert sandbox.calls == [] and sandbox.script == [0] and len(sandbox.housekeeping) == 13  # 10 + 3

@@ -48,12 +48,19 @@ async def run_bounded(
 ) -> ExecResult:
     """Runs ``command`` as ``user``, stopped in the sandbox when it outlives ``seconds`` (``None`` or
     0: no bound); ``ExecTimeout`` when it did (its status ``BOUND_FIRED``, or the host's wait ran
-    out, after which its processes are killed). Faults of the sandbox propagate."""
+    out, after which its processes are killed), or when the clock the killing needs could not be
+    read first (the command is not run then). Faults of the sandbox propagate."""
     if not seconds:
         return await sandbox.exec(command, cwd=cwd, user=user)
     # Where the sandbox's processes are not its own (a provider's word, the local one without
     # bubblewrap), killing by the clock could reach the host's: the bound alone stops the command.
-    since = await _start_ticks(sandbox) if sandbox_option(sandbox, "private_pids", False) else None
+    since = None
+    if sandbox_option(sandbox, "private_pids", False):
+        since = await _start_ticks(sandbox)
+        if since is None:  # unreaped, the command could hold the sandbox (an agent that starves the read)
+            raise ExecTimeout(
+                f"the sandbox did not read its clock within {HOUSEKEEPING_SEC} s; the command did not run"
+            )
     try:
         result = await sandbox.exec(
             bounded(command, seconds),
@@ -74,7 +81,7 @@ async def run_bounded(
 
 async def _start_ticks(sandbox: Sandbox) -> Optional[int]:
     """The sandbox's clock as a process starts now, read as the admin (a process of the agent's user
-    could be traced, and made to say another), or ``None`` when it cannot be read."""
+    could be traced, and made to say another), or ``None`` when it cannot be read in time."""
     try:
         said = await sandbox.exec(
             START_TICKS_COMMAND, cwd="/", user=sandbox.admin_user, timeout_s=HOUSEKEEPING_SEC, clean_shell=True
