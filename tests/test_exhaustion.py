@@ -254,3 +254,31 @@ def test_a_container_runs_as_root_unless_its_images_own_entrypoint_runs_as_its_u
     warned = [record.getMessage() for record in caplog.records if "first process runs as" in record.getMessage()]
     assert len(warned) == (1 if entrypoint else 0), warned
     assert all(text.startswith("image: the sandbox's first process runs as agent, not root,") for text in warned)
+
+
+def test_an_engine_that_does_not_answer_an_exec_in_time_is_a_timeout_not_a_fault():
+    """The agent's thousands of spinners starved the exec's own start in the container, and the
+    client's read timeout masked a wrong answer as a fault of the sandbox (red team 45). It reads
+    as a command that outlived the host's wait: grading scores it a verifier timeout."""
+    import requests
+    from urllib3.exceptions import ReadTimeoutError
+
+    from nemo_gym.data.tasks.harbor.sandboxes.base import ExecTimeout, SandboxError
+
+    sandbox = DockerSandbox("image", client=object())
+    sandbox._container = object()
+
+    def starved() -> None:
+        try:
+            raise ReadTimeoutError(None, "/exec/1/json", "Read timed out. (read timeout=60)")  # type: ignore[arg-type]
+        except ReadTimeoutError as error:
+            raise requests.exceptions.ReadTimeout("UnixHTTPConnectionPool: Read timed out.") from error
+
+    def broken() -> None:
+        raise requests.exceptions.ConnectionError("Connection refused")
+
+    with pytest.raises(ExecTimeout, match="the engine did not answer in time"):
+        asyncio.run(sandbox._in_time(starved, 30))
+    with pytest.raises(SandboxError, match="exec in the container failed: Connection refused") as raised:
+        asyncio.run(sandbox._in_time(broken, 30))
+    assert not isinstance(raised.value, ExecTimeout)  # a lost engine is still the sandbox's fault

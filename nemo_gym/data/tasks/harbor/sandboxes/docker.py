@@ -43,8 +43,13 @@ try:
     import docker
     import docker.errors
     import docker.utils.socket
+    from requests.exceptions import ReadTimeout  # the Docker SDK's own dependencies
+    from urllib3.exceptions import ReadTimeoutError
+
+    _READ_TIMEOUTS: Tuple[type, ...] = (ReadTimeout, ReadTimeoutError, socket.timeout)
 except ImportError:  # pragma: no cover - exercised only without the optional extra
     docker = None
+    _READ_TIMEOUTS = (socket.timeout,)
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.image_build import ImageRecord
@@ -681,6 +686,12 @@ class DockerSandbox:
         except SandboxError:
             raise
         except Exception as error:
+            if any(isinstance(cause, _READ_TIMEOUTS) for cause in causes(error)):
+                # The engine did not answer within the client's timeout: a container whose processes
+                # starve the exec's own start (the agent's thousands of spinners, red team 45) reads as
+                # one that outlived the host's wait, as it would with a longer client timeout; never
+                # as a fault of the sandbox, which would mask the agent's wrong answer on demand.
+                raise ExecTimeout(f"the engine did not answer in time ({error})") from error
             raise SandboxError(f"exec in the container failed: {error}") from error
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
