@@ -435,29 +435,38 @@ print(42)
 """
 
 
-def test_leased_files_linked_into_the_logs_never_stall_grading(docker_client, tmp_path):
+# The verify of red teams 41 and 42: it runs the agent's solution.py as [verifier].user.
+RUNS_SOLUTION = (
+    "import subprocess, sys\n"
+    "def verify(workspace):\n"
+    "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
+    "    return float(ran.stdout.strip() == '42')\n"
+)
+
+
+def graded_beside_a_leaseholder(docker_client: Any, tmp_path: Path, solution: str, holder: str) -> tuple:
+    """Grades RUNS_SOLUTION with ``holder`` left running as the agent's process (it says it is ready
+    in /tmp/leases-held): the outcome and the seconds grading took."""
     import time
 
     from test_docker_attacks import attack, leave_behind
 
     toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\ntimeout_sec = 30\n'
-    verifier = (
-        "import subprocess, sys\n"
-        "def verify(workspace):\n"
-        "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
-        "    return float(ran.stdout.strip() == '42')\n"
-    )
-    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": verifier})
-    workspace = write(tmp_path / "ws", {"solution.py": LINKER, "leaser.py": LEASER})
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": RUNS_SOLUTION})
+    workspace = write(tmp_path / "ws", {"solution.py": solution, "holder.py": holder})
 
     async def before(sandbox: Any) -> None:
-        await leave_behind(sandbox, "exec python3 /workspace/leaser.py")
+        await leave_behind(sandbox, "exec python3 /workspace/holder.py")
         ready = "for i in $(seq 200); do [ -e /tmp/leases-held ] && exit 0; sleep 0.05; done; exit 1"
-        assert (await sandbox.exec(ready)).return_code == 0, "the leases were not taken"
+        assert (await sandbox.exec(ready)).return_code == 0, "the holder did not start"
 
     started = time.monotonic()
     outcome, _ = attack(docker_client, task_dir, workspace, before=before)
-    took = time.monotonic() - started
+    return outcome, time.monotonic() - started
+
+
+def test_leased_files_linked_into_the_logs_never_stall_grading(docker_client, tmp_path):
+    outcome, took = graded_beside_a_leaseholder(docker_client, tmp_path, LINKER, LEASER)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
     assert "out.txt" not in outcome.files and "reward.txt" not in outcome.files, outcome.files
     assert took < 40, f"grading waited on the leases ({took:.0f} s)"  # two stalls were 90 s
@@ -503,28 +512,7 @@ print(42)
 
 
 def test_leases_handed_to_the_agents_process_never_stall_grading(docker_client, tmp_path):
-    import time
-
-    from test_docker_attacks import attack, leave_behind
-
-    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\ntimeout_sec = 30\n'
-    verifier = (
-        "import subprocess, sys\n"
-        "def verify(workspace):\n"
-        "    ran = subprocess.run([sys.executable, str(workspace / 'solution.py')], capture_output=True, text=True)\n"
-        "    return float(ran.stdout.strip() == '42')\n"
-    )
-    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": verifier})
-    workspace = write(tmp_path / "ws", {"solution.py": PASSER, "holder.py": HOLDER})
-
-    async def before(sandbox: Any) -> None:
-        await leave_behind(sandbox, "exec python3 /workspace/holder.py")
-        ready = "for i in $(seq 200); do [ -e /tmp/leases-held ] && exit 0; sleep 0.05; done; exit 1"
-        assert (await sandbox.exec(ready)).return_code == 0, "the holder did not start"
-
-    started = time.monotonic()
-    outcome, _ = attack(docker_client, task_dir, workspace, before=before)
-    took = time.monotonic() - started
+    outcome, took = graded_beside_a_leaseholder(docker_client, tmp_path, PASSER, HOLDER)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (1.0, False, None), outcome
     assert not {"out0.txt", "out1.txt", "reward.txt"} & set(outcome.files), outcome.files
     assert took < 40, f"grading waited on the leases ({took:.0f} s)"  # three stalls were 135 s

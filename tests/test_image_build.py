@@ -141,6 +141,8 @@ def test_base_images():
         ("FROM x\nWORKDIR /app\nCOPY a ./\nWORKDIR /srv\n", None),  # the final WORKDIR got nothing
         ("FROM x AS b\nWORKDIR /app\nCOPY a .\nFROM y\nRUN true\n", None),  # an earlier stage's
         ("FROM x\nWORKDIR $HOME\nCOPY a .\n", None),  # never guessed
+        ("FROM x\nWORKDIR $HOME\nWORKDIR sub\nCOPY a .\n", None),  # nor below it
+        ("FROM x\nWORKDIR $HOME\nWORKDIR /app\nCOPY a .\n", "/app"),  # an absolute one is known again
         ("FROM x\nCOPY a .\n", None),  # the root folder
         ("FROM x\nWORKDIR /app\nCOPY [not json\n", None),
     ],

@@ -121,13 +121,18 @@ class Finding:
         return asdict(self)
 
 
-def unknown_keys(table: Mapping[str, Any], schema: Schema, where: str, prefix: str = "") -> List[Finding]:
-    """A warning per key of ``table`` that ``schema`` does not know, with the closest known one."""
+def unknown_keys(
+    table: Mapping[str, Any], schema: Schema, where: str, prefix: str = "", *, near_only: bool = False
+) -> List[Finding]:
+    """A warning per key of ``table`` that ``schema`` does not know, with the closest known one;
+    ``near_only``: only the keys that have one (the likely typos)."""
     findings: List[Finding] = []
     for key, value in table.items():
         name = f"{prefix}{key}"
         if key not in schema and "*" not in schema:
             close = difflib.get_close_matches(str(key), [str(known) for known in schema if known != "*"], n=1)
+            if near_only and not close:
+                continue
             hint = f"; did you mean {prefix}{close[0]}?" if close else ""
             # A misspelt table takes its settings with it: say which, as they silently keep their defaults.
             inner = [str(item) for item in value] if isinstance(value, dict) else []
@@ -138,9 +143,9 @@ def unknown_keys(table: Mapping[str, Any], schema: Schema, where: str, prefix: s
         if isinstance(shape, list) and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
-                    findings += unknown_keys(item, shape[0], where, f"{name}[{index}].")
+                    findings += unknown_keys(item, shape[0], where, f"{name}[{index}].", near_only=near_only)
         elif isinstance(shape, dict) and isinstance(value, dict):
-            findings += unknown_keys(value, shape, where, f"{name}.")
+            findings += unknown_keys(value, shape, where, f"{name}.", near_only=near_only)
     return findings
 
 
@@ -151,8 +156,7 @@ def misspelt_keys(toml_path: Path) -> List[Finding]:
         config = read_toml(toml_path) if toml_path.is_file() else {}
     except TaskError:
         return []  # loading the task says it
-    findings = unknown_keys(config, TASK_KEYS, str(toml_path))
-    return [finding for finding in findings if "; did you mean " in finding.message]
+    return unknown_keys(config, TASK_KEYS, str(toml_path), near_only=True)
 
 
 def template_findings(env: Mapping[str, Any], where: str, table: str) -> List[Finding]:
@@ -661,7 +665,7 @@ def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
         copied = copied_workdir(dockerfile.read_text(encoding="utf-8")) if workdir and dockerfile.is_file() else None
     except (OSError, ValueError):
         return []  # building it says why
-    if copied is None or posixpath.normpath(workdir or "/") == copied:
+    if copied is None or posixpath.normpath(str(workdir)) == copied:
         return []
     message = (
         f"copies files into its WORKDIR {copied}, but [environment].workdir is {workdir!r}, where the agent, "

@@ -405,7 +405,8 @@ def copied_workdir(dockerfile: str) -> Optional[str]:
             workdir, placed = "/", []
         elif word == "WORKDIR" and rest:
             target = rest.strip("\"'")
-            workdir = posixpath.normpath(posixpath.join(workdir, target)) if "$" not in target and workdir else ""
+            known = "$" not in target and (workdir or target.startswith("/"))  # relative to an unknown one: unknown
+            workdir = posixpath.normpath(posixpath.join(workdir, target)) if known else ""
         elif word in ("COPY", "ADD") and workdir:
             words = [item for item in rest.split() if not item.startswith("--")]
             if rest.startswith("["):
