@@ -579,6 +579,43 @@ def test_a_root_verify_that_starts_programs_beside_an_agent_of_its_own_is_a_warn
         assert not [f for f in check(_task(tmp_path / name, toml, source)) if "starts programs" in f.message], name
 
 
+def test_data_files_the_programs_verify_starts_can_read_are_a_warning(tmp_path):
+    """A coding task's verify runs the agent's program as `grader`, who may read /tests: an expected
+    output kept in tests/ is the program's to print (`cat /tests/expected.txt` scores 1). Said where the
+    agent has a user of its own and verify starts programs as another user, naming the files."""
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'
+    data = {"tests/expected.txt": "42\n", "tests/cases/in1.txt": "6 7\n", "tests/helpers.py": "X = 1\n"}
+    findings = [f for f in check(_task(tmp_path / "t", toml, RUNS_AGENT_CODE, **data)) if "can read" in f.message]
+    assert [(f.severity, Path(f.path).name) for f in findings] == [(WARNING, "verifier.py")]
+    assert findings[0].message == (
+        "verify starts programs, which run as 'grader' and can read every file staged in /tests but verifier.py "
+        "(/tests/cases/in1.txt, /tests/expected.txt): a program of the agent's it runs can print an answer it "
+        "finds there; keep answers in task_data.json, which only the runner reads"
+    )
+    many = {f"tests/case{n}.txt": "x" for n in range(7)}
+    [finding] = [f for f in check(_task(tmp_path / "many", toml, RUNS_AGENT_CODE, **many)) if "can read" in f.message]
+    assert "/tests/case4.txt and 2 more)" in finding.message
+    steps = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n'
+    stepped = _task(
+        tmp_path / "steps",
+        steps,
+        RUNS_AGENT_CODE,
+        **{"steps/one/instruction.md": "x", "steps/two/instruction.md": "y", "steps/two/tests/answer.txt": "42"},
+    )
+    [finding] = [f for f in check(stepped) if "can read" in f.message]
+    assert "(/tests/answer.txt)" in finding.message  # a step's tests/ lies over the task's
+    quiet = {
+        "modules-only": (toml, RUNS_AGENT_CODE, {"tests/helpers.py": "X = 1\n"}),
+        "no-programs": (toml, VERIFIER, data),
+        "root-agent": ('[verifier]\nuser = "grader"\n', RUNS_AGENT_CODE, data),
+    }
+    for name, (text, source, files) in quiet.items():
+        assert not [f for f in check(_task(tmp_path / name, text, source, **files)) if "can read" in f.message], name
+    # As root, the louder finding says it all.
+    root = [f.message for f in check(_task(tmp_path / "root", '[agent]\nuser = "agent"\n', RUNS_AGENT_CODE, **data))]
+    assert [m for m in root if "starts programs" in m] == [m for m in root if "runs as root" in m] != []
+
+
 @pytest.mark.parametrize(
     ("source", "starts"),
     [

@@ -583,7 +583,7 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
         if message is not None:
             findings.append(Finding(WARNING, str(path), "verify(task_data)", message))
     findings += _oracle_findings(task)
-    findings += _root_runs_programs(task)
+    findings += _programs_findings(task)
     dockerfile = task.path / "environment" / "Dockerfile"
     findings += _workdir_findings(task, dockerfile)
     if task.environment.docker_image and dockerfile.is_file():
@@ -619,40 +619,74 @@ def starts_programs(tree: ast.Module) -> bool:
     return False
 
 
-def _root_runs_programs(task: Task) -> List[Finding]:
-    """A Python verify that starts programs (the agent's, in a coding task) as root while the agent
-    has a user of its own: the program gets root, and with it this grade and every later one in the
-    sandbox (README: Threat model). Said once per verifier.py."""
+def _programs_findings(task: Task) -> List[Finding]:
+    """A Python verify that starts programs (the agent's, in a coding task) while the agent has a user
+    of its own (README: Threat model), said once per verifier.py: as root, the program gets root, and
+    with it this grade and every later one in the sandbox; as another user, it can read every file
+    staged in ``/tests`` but the runner's inputs, so answers kept in a data file there are its to print
+    (each step stages its own)."""
     from nemo_gym.data.tasks.harbor.sandboxes.base import names_root
     from nemo_gym.data.tasks.harbor.verification import PYTHON, task_verifier  # it imports this module
 
-    findings: List[Finding] = []
-    said = set()
+    findings: Dict[Tuple[str, str], Finding] = {}
     runs: List[Optional[str]] = [item.name for item in task.steps] or [None]
     for step in runs:
         try:
             choice = task_verifier(task, step)
         except TaskError:
             continue  # said elsewhere
-        if choice.kind != PYTHON or choice.verifier_path is None or choice.verifier_path in said:
-            continue
         user = task.verifier_user_of(step)
-        if task.agent_user_of(step) is None or user is None or not names_root(user):
-            continue
+        if choice.kind != PYTHON or choice.verifier_path is None or task.agent_user_of(step) is None or user is None:
+            continue  # a root agent can do anything already
         try:
             tree = ast.parse(choice.verifier_path.read_bytes())
         except (OSError, SyntaxError, ValueError):
             continue  # said by verifier_findings
-        if starts_programs(tree):
-            said.add(choice.verifier_path)
+        if not starts_programs(tree):
+            continue
+        if names_root(user):
             whose = "[verifier].user" if step is None else f"[steps.verifier].user of {step!r} (or [verifier].user)"
             message = (
                 f"verify starts programs and runs as root, while the agent has a user of its own: a program of "
                 f"the agent's it runs gets root, and can forge this grade and later ones; set {whose} to a user of "
                 "the image other than the agent's"
             )
-            findings.append(Finding(WARNING, str(choice.verifier_path), "", message))
-    return findings
+            findings.setdefault(
+                (str(choice.verifier_path), "root"), Finding(WARNING, str(choice.verifier_path), "", message)
+            )
+            continue
+        readable = _staged_data_files(choice.tests_dirs)
+        if readable:
+            shown = ", ".join(readable[:_SHOWN_FILES]) + (
+                f" and {len(readable) - _SHOWN_FILES} more" if len(readable) > _SHOWN_FILES else ""
+            )
+            message = (
+                f"verify starts programs, which run as {user!r} and can read every file staged in /tests but "
+                f"verifier.py ({shown}): a program of the agent's it runs can print an answer it finds there; keep "
+                "answers in task_data.json, which only the runner reads"
+            )
+            findings.setdefault(
+                (str(choice.verifier_path), message), Finding(WARNING, str(choice.verifier_path), "", message)
+            )
+    return list(findings.values())
+
+
+# How many of the readable data files a finding names.
+_SHOWN_FILES = 5
+
+
+def _staged_data_files(folders: Sequence[Path]) -> List[str]:
+    """The files other than Python modules that ``folders`` (a run's tests/ folders, the later ones
+    over the earlier) stage in /tests, as /tests paths: the task's data, where answers hide."""
+    found = set()
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in folder.rglob("*"):
+            relative = path.relative_to(folder)
+            if path.is_file() and "__pycache__" not in relative.parts and path.suffix not in (".py", ".pyc"):
+                found.add(f"/tests/{relative.as_posix()}")
+    return sorted(found)
 
 
 def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
