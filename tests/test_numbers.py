@@ -309,6 +309,33 @@ def test_the_quick_match_on_answers_as_written(actual, expected, result):
     assert _slow_numeric_match(actual, expected) is result
 
 
+@pytest.mark.parametrize(
+    ("actual", "expected", "result"),
+    [
+        # Red team 46: a non-whole guess took rel_tol's band around a whole expected number, +-1 at
+        # 1e9 and +-1099 at 2**40, so `<estimate>.5` scored where `<estimate>` did not.
+        ("1000000006.1", 1000000007, False),
+        ("1000000007.9", "1000000007", False),
+        ("1099511627000.5", 2**40, False),
+        ("1099511628800.5", 2**40, False),
+        ("999999999999999000.5", "1000000000000000000", False),
+        ("1000000007.5", 1000000007, False),  # halfway: no nearer to it than to the next
+        ("1.0000000061e9", 1000000007, False),  # the full parser's reading
+        ("\\frac{2000000013}{2}", 1000000007, False),
+        # Float noise on a whole answer still reads as that answer: it rounds to it alone.
+        ("42.00000000000001", 42, True),
+        ("41.99999999999999", "42", True),
+        ("1000000007.4", 1000000007, True),
+        ("1.0000000074e9", 1000000007, True),
+        # Around an expected number that is not whole, rel_tol applies as before.
+        ("1000000006.6", "1000000007.5", True),
+    ],
+)
+def test_a_whole_expected_number_gives_a_guess_no_band(actual, expected, result):
+    assert numeric_match(actual, expected) is result
+    assert _slow_numeric_match(actual, expected) is result
+
+
 def test_an_unreadable_alternative_after_a_match_still_tells_the_author():
     assert _numbers._quick_match("5", ["5", "abc"]) is None
     with pytest.raises(ValueError, match="'abc'"):

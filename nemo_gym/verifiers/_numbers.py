@@ -309,7 +309,7 @@ def _quick_match(actual: Any, expected: Any) -> Optional[bool]:
     """``numeric_match`` with no tolerance when every side is a ``_quick`` number, else ``None``.
 
     Scaled to a common power of ten the values are integers, and the default comparison needs no
-    ``Fraction``: whole numbers exactly, others within ``rel_tol=1e-9``.
+    ``Fraction`` (``_default_close``).
     """
     got = _quick(actual)
     items = list(expected) if isinstance(expected, COLLECTIONS) else [expected]
@@ -319,18 +319,25 @@ def _quick_match(actual: Any, expected: Any) -> Optional[bool]:
     for other in wanted:
         scale = max(got[1], other[1])
         a, b = got[0] * 10 ** (scale - got[1]), other[0] * 10 ** (scale - other[1])
-        if _default_close(a, b, whole=a % 10**scale == 0 and b % 10**scale == 0):
+        if _default_close(a, b, 10**scale):
             return True
     return False
 
 
-def _default_close(a: Any, b: Any, *, whole: bool) -> bool:
-    """``numeric_match``'s comparison with no tolerance given, of two ``Fraction``s or of two ints
-    scaled alike: whole numbers exactly, any other pair within ``rel_tol=1e-9``."""
-    if whole:
-        return bool(a == b)
+def _default_close(a: Any, b: Any, unit: Any) -> bool:
+    """``numeric_match``'s comparison with no tolerance given, of the answer ``a`` and the expected
+    ``b``, in units of ``unit`` (two ``Fraction``s and 1, or two ints scaled alike and the scale).
+
+    An expected whole number is met by itself, or by float noise within ``rel_tol=1e-9`` nearer to it
+    than to any other whole number; any other expected number, within ``rel_tol=1e-9``. Whether a
+    number is whole is read from the expected side alone: the agent writes the other, and a guess
+    made not whole (``1000000006.5``) took the band around ``1000000007`` (red team 46)."""
+    if a == b:
+        return True
     numerator, denominator = _DEFAULT_REL_TOL
-    return bool(abs(a - b) * denominator <= numerator * max(abs(a), abs(b)))
+    if abs(a - b) * denominator > numerator * max(abs(a), abs(b)):
+        return False
+    return bool(b % unit != 0 or 2 * abs(a - b) < unit)
 
 
 def numeric_match(
@@ -347,8 +354,9 @@ def numeric_match(
     ``False`` (the agent's miss); an ``expected`` (or any alternative of it) that does not parse,
     such as ``"abc"``, ``"3 apples"`` or ``nan``, raises ``ValueError`` (the author's bug), as does a
     wrong type such as ``None`` or ``bool`` (``TypeError``).
-    With no tolerance given, two whole numbers compare exactly and any other pair with
-    ``rel_tol=1e-9``; a given ``rel_tol``/``abs_tol`` applies to every pair. ``percent``:
+    With no tolerance given, an expected whole number is met exactly (or by float noise that rounds
+    to it, within ``rel_tol=1e-9``) and any other within ``rel_tol=1e-9``; a given
+    ``rel_tol``/``abs_tol`` applies to every pair. ``percent``:
     ``"strict"`` (both sides or neither carry ``%``), ``"ignore"`` (the sign is dropped),
     ``"either"`` (``X%`` equals ``X`` or ``X/100``).
     """
@@ -369,7 +377,7 @@ def numeric_match(
 
     def close(a: Fraction, b: Fraction) -> bool:
         if rel is None and absolute is None:
-            return _default_close(a, b, whole=a.denominator == 1 and b.denominator == 1)
+            return _default_close(a, b, 1)
         return abs(a - b) <= max((rel or 0) * max(abs(a), abs(b)), absolute or 0)
 
     return any(_percent_pairs_match(got, other, percent, close) for other in wanted)
