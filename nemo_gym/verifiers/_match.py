@@ -18,17 +18,18 @@ _INVISIBLE = str.maketrans(
     {
         **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
         **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe31\ufe32\ufe58\ufe63\uff0d", "-"),
         **dict.fromkeys("\u00a0\u2007\u202f", " "),
         **dict.fromkeys("\u200b\u2060\ufeff", None),
     }
 )
 _PATTERNS = Patterns(
-    # Numbers keep their sign, decimal point and groups under ignore_punctuation: -5 is not 5, .5
-    # is not 5, and a sign up to four marks or spaces before a number stays (- 5, -$5, -(5) are not 5
-    # or $5). The look-ahead is bounded, so a long run of marks costs linear time; a sign further
-    # away (-(((((5))))) is dropped, as is a point that no digit follows at once (3.(14) reads 314).
-    number_or_punctuation=r"([-+]?(?:\d+|\.\d+)(?:[.,]\d+)*|[-+](?=[^\w]{0,4}\d))|([^\w\s])",
+    # Numbers keep their sign, the marks between their digits and a percent sign after them under
+    # ignore_punctuation: -5 is not 5, .5 is not 5, 1/2 is not 12, 10:30 is not 1030, 5% is not 5. A
+    # sign up to four marks or spaces before a number stays (- 5, -$5, -(5) are not 5 or $5). The
+    # look-ahead is bounded, and a run of marks between digits is taken once, so a long run costs
+    # linear time; a sign further away (-(((((5))))) is dropped.
+    number_or_punctuation=r"([-+]?(?:\d+|\.\d+)(?:[^\w\s]+\d+)*[%\u2030\u2031]?|[-+](?=[^\w]{0,4}\d))|([^\w\s])",
     article=r"(?i)\b(?:a|an|the)\b\s*",
 )
 
@@ -92,8 +93,9 @@ def exact_match(
     Always: both ends stripped, Unicode ``unicode_form`` (``"NFC"``, or ``"NFKC"`` on request),
     typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
     spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
-    ``ignore_punctuation`` (numbers keep their sign and points: ``-5``, ``- 5``, ``-$5`` and ``.5``
-    stay distinct from ``5`` and ``$5``; a sign stays up to four marks or spaces before its number),
+    ``ignore_punctuation`` (numbers keep their sign, the marks between their digits and a ``%`` after
+    them: ``-5``, ``- 5``, ``-$5``, ``.5`` and ``5%`` stay distinct from ``5`` and ``$5``, ``1/2``
+    from ``12``; a sign stays up to four marks or spaces before its number),
     ``remove_articles`` (English a/an/the). ``actual`` is a ``str`` or an ``int``; anything else
     is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
     """
