@@ -47,6 +47,20 @@ CASES = [
     ("10:30!", "10:30", {"ignore_punctuation": True}, True),
     ("5%.", "5%", {"ignore_punctuation": True}, True),
     ("5!", "5", {"ignore_punctuation": True}, True),
+    # Every spelling of a percent sign stays, and so does a dash a reader takes for a minus (red team 47).
+    ("5 %", "5", {"ignore_punctuation": True}, False),
+    ("5\u202f%", "5", {"ignore_punctuation": True}, False),
+    ("5\uff05", "5", {"ignore_punctuation": True}, False),
+    ("5\ufe6a", "5", {"ignore_punctuation": True}, False),
+    ("5\u066a", "5", {"ignore_punctuation": True}, False),
+    ("5.%", "5", {"ignore_punctuation": True}, False),
+    ("(5)%", "5%", {"ignore_punctuation": True}, True),
+    ("\u05be5", "5", {"ignore_punctuation": True}, False),
+    ("\u20435", "5", {"ignore_punctuation": True}, False),
+    ("\u058a5", "5", {"ignore_punctuation": True}, False),
+    ("\u301c5", "5", {"ignore_punctuation": True}, False),
+    ("\U00010ead5", "5", {"ignore_punctuation": True}, False),
+    ("well\u05beknown", "wellknown", {"ignore_punctuation": True}, True),
     # Long dashes a reader takes for a minus are one (red team 46: "\u2e3a5" matched "5").
     ("\u2e3a5", "5", {"ignore_punctuation": True}, False),
     ("\u2e3b5", "-5", {}, True),
@@ -90,6 +104,20 @@ CASES = [
 @pytest.mark.parametrize("actual, expected, options, result", CASES)
 def test_exact_match(actual, expected, options, result):
     assert exact_match(actual, expected, **options) is result
+
+
+def test_an_int_past_the_digit_limit_is_no_answer_and_an_expected_one_the_authors_bug():
+    # Past str()'s limit of 4300 digits (3.11+ and recent patch releases) an int actual used to raise
+    # ValueError from the helper (red team 47): the agent's answer is no answer, never an error.
+    huge = 10**5000
+    assert exact_match(huge, "5") is False
+    try:
+        str(huge)
+    except ValueError:
+        with pytest.raises(ValueError, match="exact_match"):
+            exact_match("5", huge)
+    else:  # an interpreter without the limit reads it
+        assert exact_match(str(huge), huge) is True
 
 
 @pytest.mark.parametrize("expected", [None, 4.5, True, {"a": 1}, [], ["a", None]])

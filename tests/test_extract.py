@@ -40,6 +40,13 @@ BOXED = [
     ("\\boxed{\\boxed{5}.}", "\\boxed{5}."),
     ("\\boxed{\\boxed{5}", None),
     ("\\boxed{\\boxed{5\\}}", None),  # the escaped brace leaves both boxes open
+    # A last box without braces is a malformed last answer, never a fall-back (red team 47: LaTeX
+    # draws `\\boxed 6`, and the earlier `\\boxed{5}` was taken).
+    ("So \\boxed{5}. No wait, it is $\\boxed 6$.", None),
+    ("\\boxed{5} ... \\fbox 6", None),
+    ("\\boxed{5} \\boxed", None),
+    ("\\boxed 6 and then \\boxed{7}", "7"),
+    ("\\boxedfoo{5}", None),  # another command
 ]
 
 
@@ -124,6 +131,10 @@ TAGS = [
     ("42</answer>", "answer", None),
     ("<answer></answer>", "answer", None),
     ("<answer>multi\nline</answer>", "answer", "multi\nline"),
+    # A last tag that never closes is a malformed last answer, never a fall-back (red team 47).
+    ("<answer>5</answer>\nWait, that is wrong.\n<answer>6", "answer", None),
+    ("<answer>5</answer> <answer>", "answer", None),
+    ("<answer>5</answer> <answers>", "answer", "5"),
 ]
 
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     Label = Tuple[Tuple[str, str, str], int, int]
 
 _PATTERNS = Patterns(
-    box=r"\\(?:boxed|fbox)\s*\{",
+    # A box command, and its opening brace when it has one (LaTeX draws `\boxed 6` too).
+    box=r"\\(?:boxed|fbox)(?![A-Za-z])\s*(\{)?",
     # The label: not inside a word or an identifier (``my_answer:`` is code, not a label), markdown
     # emphasis around it, then an ASCII or a fullwidth colon, any case. Underscore emphasis must
     # balance (see _payload); asterisks are tolerated as they come. The emphasis before the label starts
@@ -93,7 +94,8 @@ def extract_boxed(text: Any) -> Optional[str]:
     Braces are counted (escaped ones ignored), so nested groups such as ``\\frac{1}{2}`` stay
     whole. A box that holds nothing but another box is opened down to the innermost one:
     ``\\boxed{\\boxed{5}}`` gives ``"5"`` (``\\boxed{a \\boxed{b}}`` stays whole). ``None`` when
-    there is no box, when the last one is empty (at any depth), or when it never closes.
+    there is no box, when the last one is empty (at any depth), never closes or has no braces
+    (``\\boxed 6``).
     """
     text = _text_or_none(text, "extract_boxed")
     if text is None:
@@ -104,6 +106,9 @@ def extract_boxed(text: Any) -> Optional[str]:
         match = box.search(text, position)
         if match is None:
             break
+        if match.group(1) is None:  # no braces: a malformed box, unless a later one is whole
+            found, position = None, match.end()
+            continue
         end = _closing_brace(text, match.end())
         if end < 0:
             return None
@@ -238,7 +243,8 @@ def extract_answer(text: Any) -> Optional[str]:
 
 
 def extract_tag(text: Any, tag: str = "answer") -> Optional[str]:
-    """The stripped content of the last ``<tag>…</tag>`` (case-sensitive); ``None`` when absent or empty."""
+    """The stripped content of the last ``<tag>…</tag>`` (case-sensitive); ``None`` when absent or empty,
+    or when the last ``<tag>`` never closes."""
     if not isinstance(tag, str) or not tag or any(char in "<>/" or char.isspace() for char in tag):
         raise ValueError(f"extract_tag(): tag must be a plain tag name such as 'answer', got {tag!r}")
     text = _text_or_none(text, "extract_tag")
@@ -247,6 +253,6 @@ def extract_tag(text: Any, tag: str = "answer") -> Optional[str]:
     opening, closing = f"<{tag}>", f"</{tag}>"
     end = text.rfind(closing)
     start = text.rfind(opening, 0, end) if end >= 0 else -1
-    if start < 0:
+    if start < 0 or text.find(opening, end) >= 0:  # a last tag that never closes: no fall-back
         return None
     return text[start + len(opening) : end].strip() or None

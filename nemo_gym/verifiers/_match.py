@@ -23,13 +23,23 @@ _INVISIBLE = str.maketrans(
         **dict.fromkeys("\u200b\u2060\ufeff", None),
     }
 )
+# Under ignore_punctuation: every percent sign (%, per mille, per ten thousand, the Arabic ones,
+# the full-width and small forms) stays, and so does a dash a reader takes for a minus before a number
+# (those _INVISIBLE leaves as they are, kept as written): 5 % is not 5, and a Hebrew maqaf before 5 is
+# not 5.
+_PERCENT_SIGNS = "%\u0609\u060a\u066a\u2030\u2031\ufe6a\uff05"
+_MINUS_LIKE = "\u058a\u05be\u1400\u1806\u2027\u2043\u2053\u2e17\u2e1a\u2e40\u2e43\u2e5d\u301c\u3030\u30a0\U00010ead"
+_SIGN = f"[-+{_MINUS_LIKE}]"
 _PATTERNS = Patterns(
-    # Numbers keep their sign, the marks between their digits and a percent sign after them under
-    # ignore_punctuation: -5 is not 5, .5 is not 5, 1/2 is not 12, 10:30 is not 1030, 5% is not 5. A
-    # sign up to four marks or spaces before a number stays (- 5, -$5, -(5) are not 5 or $5). The
-    # look-ahead is bounded, and a run of marks between digits is taken once, so a long run costs
-    # linear time; a sign further away (-(((((5))))) is dropped.
-    number_or_punctuation=r"([-+]?(?:\d+|\.\d+)(?:[^\w\s]+\d+)*[%\u2030\u2031]?|[-+](?=[^\w]{0,4}\d))|([^\w\s])",
+    # Numbers keep their sign and the marks between their digits under ignore_punctuation: -5 is not
+    # 5, .5 is not 5, 1/2 is not 12, 10:30 is not 1030. A sign up to four marks or spaces before a
+    # number stays (- 5, -$5, -(5) are not 5 or $5). The look-ahead is bounded, and a run of marks
+    # between digits is taken once, so a long run costs linear time; a sign further away
+    # (-(((((5))))) is dropped.
+    number_or_punctuation=f"({_SIGN}?"
+    + r"(?:\d+|\.\d+)(?:[^\w\s]+\d+)*|"
+    + f"{_SIGN}"
+    + r"(?=[^\w]{0,4}\d))|([^\w\s])",
     article=r"(?i)\b(?:a|an|the)\b\s*",
 )
 
@@ -40,7 +50,8 @@ def _strip_punctuation(text: str) -> str:
     def keep_numbers(match: Match[str]) -> str:
         if match.group(1) is not None:
             return match.group(1)
-        return "" if unicodedata.category(match.group(2)).startswith("P") else match.group(2)
+        mark = match.group(2)
+        return "" if mark not in _PERCENT_SIGNS and unicodedata.category(mark).startswith("P") else mark
 
     return _PATTERNS.number_or_punctuation.sub(keep_numbers, text)
 
@@ -74,7 +85,10 @@ def _as_text(value: Any) -> Optional[str]:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # past the interpreter's digit limit (4300): no answer, never an error
+            return None
     return value if isinstance(value, str) else None
 
 
@@ -93,15 +107,19 @@ def exact_match(
     Always: both ends stripped, Unicode ``unicode_form`` (``"NFC"``, or ``"NFKC"`` on request),
     typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
     spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
-    ``ignore_punctuation`` (numbers keep their sign, the marks between their digits and a ``%`` after
-    them: ``-5``, ``- 5``, ``-$5``, ``.5`` and ``5%`` stay distinct from ``5`` and ``$5``, ``1/2``
-    from ``12``; a sign stays up to four marks or spaces before its number),
+    ``ignore_punctuation`` (numbers keep their sign and the marks between their digits, and percent
+    signs stay: ``-5``, ``- 5``, ``-$5``, ``.5``, ``5%`` and ``5 %`` stay distinct from ``5`` and
+    ``$5``, ``1/2`` from ``12``; a sign stays up to four marks or spaces before its number),
     ``remove_articles`` (English a/an/the). ``actual`` is a ``str`` or an ``int``; anything else
     is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
     """
     if unicode_form not in _UNICODE_FORMS:
         raise ValueError(f"exact_match(): unicode_form must be 'NFC' or 'NFKC', got {unicode_form!r}")
-    wanted = alternatives(expected, (str, int), "exact_match", "a str or an int")
+    wanted = [_as_text(item) for item in alternatives(expected, (str, int), "exact_match", "a str or an int")]
+    if None in wanted:
+        raise ValueError(
+            "exact_match(): expected holds an int with more digits than this Python writes as text: pass a str"
+        )
     text = _as_text(actual)
     if text is None:
         return False
@@ -118,7 +136,7 @@ def exact_match(
 
     got = normalize(text)
     for alternative in wanted:
-        normalized = normalize(_as_text(alternative) or "")
+        normalized = normalize(alternative or "")
         if normalized and normalized == got:
             return True
     return False
