@@ -536,3 +536,73 @@ def test_a_set_id_program_left_by_grading_lifts_nobody(docker_client, tmp_path, 
 
     outcome, lifted = attack(docker_client, task_dir, write(tmp_path / "ws", {}), after=after)
     assert outcome.reward == 0.0 and lifted == "1000", lifted
+
+
+# A POSIX ACL as the kernel's system.posix_acl_* attribute holds it: user::rwx, group::---, mask::rwx,
+# other::r-x, so whatever is made in the folder is open to everyone whatever the umask and mode.
+OPEN_ACL = """
+import os, struct
+def open_acl(path, *names):
+    entries = [(0x01, 7), (0x04, 0), (0x10, 7), (0x20, 5)]
+    value = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, 0xFFFFFFFF) for tag, perm in entries)
+    for name in names:
+        os.setxattr(path, "system.posix_acl_" + name, value)
+"""
+
+LEAVES_AN_ACL_ON_THE_LOGS = (
+    OPEN_ACL
+    + """
+def verify():
+    open_acl("/logs/verifier", "default", "access")  # its program would, as the verifier's user
+    return 0.0
+"""
+)
+
+LEAVES_AN_ACL_ON_THE_TESTS = (
+    "#!/bin/bash\npython3 - <<'PY'\n"
+    + OPEN_ACL
+    + """
+open_acl("/tests", "default", "access")
+PY
+echo 0 > /logs/verifier/reward.txt
+"""
+)
+
+FINDS_NO_ACL = """
+import os
+def acl(path, name):
+    try:
+        return os.getxattr(path, "system.posix_acl_" + name)
+    except OSError:
+        return None
+def verify():
+    left = [(path, name) for path in ("/tests", "/logs/verifier") for name in ("access", "default") if acl(path, name)]
+    stdout = os.stat("/logs/verifier/test-stdout.txt").st_mode & 0o777
+    print("left", left, "test-stdout", oct(stdout))
+    return float(not left and stdout == 0o600)
+"""
+
+
+@pytest.mark.parametrize("first", ["verifier.py", "test.sh"])
+def test_an_acl_one_grading_leaves_on_its_folders_is_gone_from_the_next(docker_client, tmp_path, first):
+    """Red team 48: step 1's program, run as the verifier's user (who owns /logs/verifier during the
+    run, and /tests too for a task's own test.sh), left a default ACL on the folder. Grading only fixed
+    owner and mode, so step 2's root-only test-stdout.txt (verify's prints) and /tests opened to all."""
+    image, volumes = users_image(docker_client)
+    user = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'
+    leaves = {"verifier.py": LEAVES_AN_ACL_ON_THE_LOGS, "test.sh": LEAVES_AN_ACL_ON_THE_TESTS}[first]
+    step_one = write(tmp_path / "one", {"task.toml": user, f"tests/{first}": leaves})
+    step_two = write(tmp_path / "two", {"task.toml": user, "tests/verifier.py": FINDS_NO_ACL})
+
+    async def run() -> tuple:
+        sandbox = DockerSandbox(
+            image, workspace=write(tmp_path / "ws", {}), volumes=volumes, labels=LABEL, client=docker_client
+        )
+        async with sandbox:
+            first_outcome = await run_verification(plan_verification(load_task(step_one)), sandbox)
+            left = await sandbox.exec("getfattr -d -m - /tests /logs/verifier 2>&1; ls -ld /tests /logs/verifier")
+            return first_outcome, left.stdout, await run_verification(plan_verification(load_task(step_two)), sandbox)
+
+    first_outcome, left, outcome = asyncio.run(run())
+    assert (first_outcome.reward, first_outcome.masked) == (0.0, False), first_outcome
+    assert (outcome.reward, outcome.masked) == (1.0, False), (outcome.stdout, outcome.detail, left)

@@ -107,12 +107,25 @@ quick_copy() {
 }
 
 prepare() {
-  local parent=${LOGS%/*} entry name input keep doomed=() inputs
+  local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
   # be swapped for a symlink between the checks below and their use.
   if [ -n "$parent" ]; then
     "${make_folder[@]}" -m 0755 -- "$parent" || fail 92 "cannot create $parent"
   fi
+  # Made afresh where nothing in them must stay: a folder another user owned (the verifier's, in an
+  # earlier grading, or the agent's) may carry a POSIX ACL, which owner and mode do not clear, and a
+  # default ACL opens what grading later makes inside, whatever the umask (red team 48). The parents
+  # are root's, so only root can make them again. A folder that stays (a mount point, one something
+  # still writes in) is emptied below instead.
+  fresh=()
+  [ "$PIPED" = 1 ] && [ "$KEEP_TESTS" != 1 ] && fresh+=("$TESTS")  # else the staged files wait inside
+  keep=0
+  for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && keep=1; done
+  [ "$keep" = 1 ] || fresh+=("$LOGS")
+  for entry in "${fresh[@]}"; do [ -e "$entry" ] || [ -L "$entry" ] && doomed+=("$entry"); done
+  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
+  doomed=()
   for entry in "$TESTS" "$LOGS"; do
     if [ -L "$entry" ] || { [ -e "$entry" ] && [ ! -d "$entry" ]; }; then rm -f -- "$entry"; fi
   done
