@@ -40,6 +40,10 @@ LATE_IMPORTS = ("_contextvars", "_json", "_thread")
 _MAX_MESSAGE = (1 << 20) + 8192  # a report's text: reward.json's at most (the host's cap), and its kind
 _MAX_DETAIL = 2000  # an error's message, on one bounded line
 _PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+_FALLOC_FL_KEEP_SIZE = 1  # <linux/falloc.h>
+# Disk set aside for the report and grading's finish (see ``reserve``): the output's tail it copies
+# (80 KB), the report, its meta and sums file, and, without piped results, their tar.
+RESERVE_BYTES = 256 * 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CACHE_TAG_FILE = "cache_tag"  # in the results (nemo_gym/data/tasks/harbor/collected.py; keep in sync)
 
@@ -80,7 +84,8 @@ class Channel:
         return str(outer.hexdigest())
 
     def send(self, kind: "str", text: "str") -> None:
-        """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``."""
+        """``kind`` is ``reward`` or ``unwritten`` (``text`` is reward.json's, exactly), ``error`` or
+        ``refused``."""
         body = f"{kind} {text}".encode("utf-8", "surrogateescape")
         line = f"{REPORT_PREFIX} {self.mac(body)} ".encode("ascii") + body + b"\n"
         try:
@@ -143,13 +148,14 @@ class Reporter:
             raise VerifierError(f"the server's report channel is unusable ({problem})")
 
     def send(self, kind: "str", text: "str") -> None:
-        """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``error`` or ``refused``; the
-        first call reports, and returns once the key holder has written the line (``serve`` has
-        confirmed it before it returned this reporter)."""
+        """``kind`` is ``reward`` (``text`` is reward.json's, exactly), ``unwritten`` (the text
+        reward.json could not be written with), ``error`` or ``refused``; the first call reports, and
+        returns once the key holder has written the line (``serve`` has confirmed it before it
+        returned this reporter)."""
         if self.pipe < 0:
             return
         pipe, self.pipe = self.pipe, -1
-        if kind != "reward":
+        if kind not in ("reward", "unwritten"):  # those carry reward.json's text, exactly
             text = " ".join(text.split())[:_MAX_DETAIL]
         message = f"{kind} {text}".encode("utf-8", "surrogateescape")
         try:
@@ -178,6 +184,7 @@ def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
             try:
                 key = bytes.fromhex(_read_and_remove(key_file, 256).decode("ascii").strip())
                 channel = Channel(descriptor, key)
+                reserve(descriptor)
             except (OSError, ValueError) as error:
                 os.write(ready_write, f"!{error}".encode("utf-8", "replace")[:1000])
                 raise
@@ -333,32 +340,69 @@ def become(user: "str") -> None:
         raise VerifierError(f"cannot run as [verifier].user {user!r} ({error})") from None
 
 
-def seal() -> None:
-    """Makes this process non-dumpable: ``/proc/<pid>/mem``, ``fd`` and ``environ`` and ``ptrace``
-    are then closed to every process without ``CAP_SYS_PTRACE``, its own user's included.
+def _c_function(name: "str") -> "Any":
+    """The C library's function ``name``, called with C ints (``_long`` for a 64-bit argument) and
+    returning an int, or ``None`` where the interpreter has no ctypes or the library no ``name``.
 
     ``ctypes`` would cost several milliseconds of start-up; its C core alone costs a fraction of one.
     """
+    global _C_TYPES
     try:
         import _ctypes
-    except ImportError:  # built without ctypes: the key and descriptor are then as safe as /proc makes them
-        return
+    except ImportError:
+        return None
     core: Any = _ctypes  # private C API: typed loosely on purpose
+    if _C_TYPES is None:
 
-    class _Int(core._SimpleCData):  # type: ignore[misc]
-        _type_ = "i"
+        class _Int(core._SimpleCData):  # type: ignore[misc]
+            _type_ = "i"
 
-    class _Function(core.CFuncPtr):  # type: ignore[misc]
-        _flags_ = core.FUNCFLAG_CDECL
-        _restype_ = _Int
+        class _Long(core._SimpleCData):  # type: ignore[misc]
+            _type_ = "q"
 
-    class _Process:
-        _handle = core.dlopen(None, getattr(core, "RTLD_LOCAL", 0))
+        class _Function(core.CFuncPtr):  # type: ignore[misc]
+            _flags_ = core.FUNCFLAG_CDECL
+            _restype_ = _Int
 
+        class _Process:
+            _handle = core.dlopen(None, getattr(core, "RTLD_LOCAL", 0))
+
+        _C_TYPES = (_Long, _Function, _Process())
+    _, function, process = _C_TYPES
     try:
-        _Function(("prctl", _Process()))(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (AttributeError, OSError):  # not Linux
-        pass
+        return function((name, process))
+    except AttributeError:  # not in this C library (not Linux)
+        return None
+
+
+_C_TYPES: "Any" = None  # (_Long, _Function, the process's own symbols), made on first use
+
+
+def seal() -> None:
+    """Makes this process non-dumpable: ``/proc/<pid>/mem``, ``fd`` and ``environ`` and ``ptrace``
+    are then closed to every process without ``CAP_SYS_PTRACE``, its own user's included. Where there
+    is no ctypes, the key and descriptor are as safe as ``/proc`` makes them."""
+    prctl = _c_function("prctl")
+    if prctl is not None:
+        try:
+            prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        except OSError:
+            pass
+
+
+def reserve(descriptor: "int") -> None:
+    """Sets ``RESERVE_BYTES`` of disk aside for the report's file, which stays empty (the size is kept):
+    the report is written into them, and grading's finish, which rewrites the report once nothing of
+    the run is left alive, frees the rest for its own files. So a disk the run filled (the agent's
+    program, which verify ran) leaves room for the report and the results, and the verdict is scored
+    rather than masked. Best effort: where the file system cannot, nothing is set aside."""
+    fallocate = _c_function("fallocate")
+    if fallocate is not None:
+        long = _C_TYPES[0]
+        try:
+            fallocate(descriptor, _FALLOC_FL_KEEP_SIZE, long(0), long(RESERVE_BYTES))
+        except OSError:
+            pass
 
 
 def _writable_by_others(path: "str", own_uid: "int") -> "Optional[str]":

@@ -282,9 +282,16 @@ def write_reward(logs_dir: "str", text: "str") -> None:
     except FileExistsError:  # a leftover (or planted) file of that name
         os.unlink(temporary)
         descriptor = os.open(temporary, flags, 0o644)
-    with open(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text + "\n")
-    os.replace(temporary, os.path.join(logs_dir, "reward.json"))
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(temporary, os.path.join(logs_dir, "reward.json"))
+    except OSError:  # a full disk: nothing of it is left
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def _set_up_sys_path(here: "str") -> None:
@@ -336,9 +343,12 @@ def main(here: "str") -> "int":
             except FileNotFoundError:
                 pass
         text = reward_json(call_verify(load_verify(here), here))
-        write_reward(logs_dir, text)
     except (VerifierError, OSError) as error:
         return rare().fail(error, logs_dir, channel)  # type: ignore[no-any-return]
+    try:
+        write_reward(logs_dir, text)
+    except OSError as error:  # the verdict stands: the server's report carries it
+        return rare().unwritten(error, text, logs_dir, channel)  # type: ignore[no-any-return]
     if channel is not None:
         channel.send("reward", text)
     print(f"reward.json: {text}")

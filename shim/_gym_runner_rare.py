@@ -160,6 +160,18 @@ def fail(error: "BaseException", logs_dir: "str", channel: "Optional[Reporter]")
     return 1
 
 
+def unwritten(error: "OSError", text: "str", logs_dir: "str", channel: "Optional[Reporter]") -> "int":
+    """Reports a verdict whose ``reward.json`` could not be written (a disk the run filled, a folder
+    verify's program took): NeMo Gym's server scores the verdict its report carries, as it would the
+    file; stock Harbor finds no reward. Returns the exit status, 1."""
+    if channel is not None:
+        channel.send("unwritten", text)
+    _remove_stray_rewards(logs_dir)
+    then = "the server scores the verdict the runner reported" if channel is not None else MISSING_REWARD
+    print(f"verifier error: cannot write reward.json ({text}) into {logs_dir}: {error}\n{then}")
+    return 1
+
+
 def _remove_stray_rewards(logs_dir: "str") -> None:
     """Removes the reward files a failed run leaves (the runner removed both before ``verify`` ran,
     so ``verify``, or a program it ran, wrote them): stock Harbor would score them, and NeMo Gym's

@@ -629,3 +629,42 @@ def test_a_planted_cache_tag_neither_holds_up_the_key_holder_nor_costs_the_repor
         assert tag.is_symlink() and not (tmp_path / "elsewhere").exists()
     else:
         assert tag.is_fifo()
+
+
+# --- the disk the key holder sets aside: a verdict a filled disk cannot mask (red team 48) --------------
+
+
+RESERVES = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import _gym_channel
+descriptor = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o600)
+_gym_channel.reserve(descriptor)
+status = os.fstat(descriptor)
+os.write(descriptor, b"the report\n")
+print(status.st_size, status.st_blocks * 512, _gym_channel.RESERVE_BYTES)
+"""
+
+
+def test_the_key_holder_sets_disk_aside_for_the_report_without_growing_it(tmp_path):
+    shim = Path(__file__).parent.parent / "shim"
+    report = tmp_path / "report"
+    ran = subprocess.run([sys.executable, "-c", RESERVES, str(shim), str(report)], capture_output=True, text=True)
+    size, allocated, wanted = map(int, ran.stdout.split())
+    assert size == 0  # finish reads the report as the runner wrote it, nothing after
+    assert allocated >= wanted
+    assert report.read_bytes() == b"the report\n"
+    with open(report, "r+b") as handle:  # finish rewrites it as read: the rest is freed
+        handle.truncate(0)
+        handle.write(b"the report\n")
+    assert os.stat(report).st_blocks * 512 < wanted
+
+
+def test_an_unwritten_verdict_is_scored_and_a_planted_file_changes_nothing():
+    from nemo_gym.data.tasks.harbor.reports import UNWRITTEN, UNWRITTEN_NOTE, Report, judge_report
+
+    reports = (Report(UNWRITTEN, '{"reward": 0.25}'),)
+    outcome, note = judge_report(reports, {}, timed_out=False)
+    assert (outcome.reward, outcome.failure_kind, outcome.detail, note) == (0.25, None, UNWRITTEN_NOTE, None)
+    outcome, note = judge_report(reports, {"reward.json": b'{"reward": 1}'}, timed_out=False)
+    assert outcome.reward == 0.25 and note is not None and note in outcome.detail

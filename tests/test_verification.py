@@ -518,6 +518,51 @@ def test_a_disk_the_agent_filled_masks_as_disk_full(tmp_path, monkeypatch):
     assert "the disk: 0 of 512 blocks free to users" in outcome.detail, outcome.detail
 
 
+FILLS_THE_DISK = """\
+def verify(workspace):
+    print(("x" * 99 + "\\n") * 1000)  # more output than the tail finish copies, before the disk is full
+    # What the agent's program does when verify runs it (red team 48): take every block left on the
+    # sandbox's one disk, /tests and /logs/verifier included, so that no reward.json can be written.
+    try:
+        with open(workspace / "filler", "wb", buffering=0) as filler:
+            while True:
+                filler.write(bytes(65536))
+    except OSError:
+        pass
+    return VERDICT
+"""
+
+
+@pytest.mark.parametrize("verdict", [0.0, 1.0])
+def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monkeypatch, verdict):
+    # A disk filled before grading masks (disk_full: a neighbour's and the agent's look the same), but
+    # one filled while verify runs came too late to change its verdict: the runner's report carries it,
+    # and it is scored. It used to be masked on demand: a wrong answer, whose program filled the disk,
+    # was left out of the score instead of scoring 0.
+    from test_attacks import needs_root
+
+    needs_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        workspace = write_files(disk / "workspace", {"answer.txt": "Paris\n"})
+        task = write_files(tmp_path / "task", {"tests/verifier.py": FILLS_THE_DISK.replace("VERDICT", repr(verdict))})
+
+        async def run() -> VerificationOutcome:
+            async with LocalSandbox(workspace) as sandbox:
+                return await run_verification(plan_verification(load_task(task)), sandbox)
+
+        outcome = asyncio.run(run())
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+    assert (outcome.masked, outcome.reward) == (False, verdict), outcome
+    assert "could not write reward.json" in outcome.detail, outcome.detail
+    assert outcome.stdout.count("x" * 99 + "\n") > 600  # finish's copies found room (the report's reserve)
+    assert "not kept" not in outcome.detail  # nor did the runner leave its temporary file
+
+
 FILLS_LOGS = """\
 def verify(workspace):
     # What an agent's leftover process does while grading runs: take every block left on the disk
@@ -535,7 +580,7 @@ def verify(workspace):
 @pytest.mark.parametrize(
     ("verifier", "masked_as"),
     [
-        (FILLS_LOGS, DISK_FULL),
+        (FILLS_LOGS, "scored"),
         # The agent's answer carries the words of a full disk into verify's error: a 0, never a mask.
         (
             "def verify(workspace):\n    raise ValueError((workspace / 'answer.txt').read_text())\n",
@@ -543,9 +588,10 @@ def verify(workspace):
         ),
     ],
 )
-def test_a_reward_json_a_full_disk_kept_out_masks_as_disk_full(tmp_path, verifier, masked_as):
+def test_a_reward_json_a_full_disk_kept_out_scores_the_verdict(tmp_path, verifier, masked_as):
     # An operator's trial (2026-12-05): /logs on a full disk scored a 0 (harbor:missing_reward), where a
-    # full disk under /tests masks as disk_full.
+    # full disk under /tests masks as disk_full; it was masked then, and the runner's reported verdict
+    # is scored now (red team 48: a disk the agent's program filled masked its wrong answer).
     from test_attacks import needs_root
 
     needs_root()
@@ -567,9 +613,9 @@ def test_a_reward_json_a_full_disk_kept_out_masks_as_disk_full(tmp_path, verifie
     if masked_as is None:
         assert (outcome.masked, outcome.reward, outcome.failure_kind) == (False, 0.0, MISSING_REWARD), outcome
         assert "verify raised ValueError: cannot write reward.json" in outcome.detail
-    else:
-        assert (outcome.masked, outcome.mask_reason) == (True, masked_as), outcome
-        assert "the runner could not write reward.json: [Errno 28] No space left on device" in outcome.detail
+    else:  # the verdict verify returned, 1, though no reward.json could hold it
+        assert (outcome.masked, outcome.reward) == (False, 1.0), outcome
+        assert "the runner could not write reward.json (a full disk?)" in outcome.detail, outcome.detail
 
 
 @pytest.mark.parametrize(

@@ -346,6 +346,13 @@ finish() {
   local name path kinds="" report="" doomed=() entry sums input TMOUT=  # no timeout on read, here or below
   LC_ALL=C  # byte semantics for read -N below; test.sh has finished with the verifier's locale
   [ "$KILL_STRAYS" = 1 ] && kill_strays
+  # The report first, as read (at most MAX_REPORT_CHARS): rewriting it frees the disk the key holder set
+  # aside beyond it (_gym_channel.reserve), for the copies below on a disk the run filled. Never where
+  # the out folder was the verifier's user's (HANDOVER=own: no report, and a link could aim the write).
+  if [ "$HANDOVER" != own ] && [ -f "$OUT/report" ] && [ ! -L "$OUT/report" ]; then
+    IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"
+    printf '%s' "$report" > "$OUT/report"
+  fi
   # Locked again only if it was handed over: else it has been the admin's, 0700, since prepare, and
   # only code run as the admin could have changed that, which could as well have written a reward.
   if [ "$is_root" = 1 ] && [ -n "$HANDOVER" ]; then
@@ -379,14 +386,10 @@ finish() {
     quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || fail 92 "cannot copy test-stdout.txt"
     exec 5<&- 7<&-
   fi
-  if [ -f "$OUT/report" ]; then
-    IFS= read -r -d '' -N "$MAX_REPORT_CHARS" report < "$OUT/report"
-  fi
   # The runner removes the key and the held-back variables as it starts; one that never ran leaves them.
   local leftovers=()
   for name in key deferred; do [ -e "$OUT/$name" ] && leftovers+=("$OUT/$name"); done
   [ "${#leftovers[@]}" = 0 ] || rm -f -- "${leftovers[@]}"
-  [ -f "$OUT/report" ] && printf '%s' "$report" > "$OUT/report"  # as read: at most MAX_REPORT_CHARS
   copy_outputs
   thaw
   printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"

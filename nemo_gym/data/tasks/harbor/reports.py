@@ -22,11 +22,15 @@ from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD, RewardOutcome, pa
 
 REPORT_PREFIX = "nemo-gym-report/2"  # the runner's line format (shim/_gym_channel.py; keep in sync)
 REWARD, ERROR, REFUSED = "reward", "error", "refused"
+# The runner's verdict, whose reward.json could not be written (a disk the run filled): scored.
+UNWRITTEN = "unwritten"
+UNWRITTEN_NOTE = "the runner could not write reward.json (a full disk?): the verdict it reported is scored"
 
 
 @dataclass(frozen=True)
 class Report:
-    """What the runner said: ``kind`` is ``reward`` (``text`` is reward.json's), ``error`` or ``refused``."""
+    """What the runner said: ``kind`` is ``reward`` (``text`` is reward.json's), ``unwritten`` (the text
+    reward.json could not be written with), ``error`` or ``refused``."""
 
     kind: str
     text: str
@@ -44,7 +48,7 @@ def find_reports(data: bytes, key: bytes) -> Tuple[Report, ...]:
             continue
         kind, _, text = parts[2].decode("utf-8", "replace").partition(" ")
         report = Report(kind, text)
-        if kind in (REWARD, ERROR, REFUSED) and report not in found:
+        if kind in (REWARD, UNWRITTEN, ERROR, REFUSED) and report not in found:
             found.append(report)
     return tuple(found)
 
@@ -55,10 +59,11 @@ def judge_report(
     """The outcome of a Python verifier's run, and a note when something else touched its result.
 
     ``files`` are the reward files as ``reward_from_files`` takes them. One report of a reward
-    scores that reward; ``reward.json`` must hold the same text, or the note says it was changed.
-    An error report, no report (the runner crashed, was killed or timed out) or several reports
-    (the key was not the runner's alone) score no reward. A ``refused`` report is the caller's to
-    mask (``judge_report`` scores it as no reward).
+    scores that reward; ``reward.json`` must hold the same text, or the note says it was changed. An
+    ``unwritten`` report scores its reward too: the verdict stands when the disk (or a program verify
+    ran) kept reward.json from being written. An error report, no report (the runner crashed, was
+    killed or timed out) or several reports (the key was not the runner's alone) score no reward. A
+    ``refused`` report is the caller's to mask (``judge_report`` scores it as no reward).
     """
     if len(reports) > 1:
         note = "several reports carried this run's key: the channel was not private, so nothing is scored"
@@ -71,6 +76,10 @@ def judge_report(
         detail = "the runner sent no report" if outcome.failure_kind == MISSING_REWARD else outcome.detail
         return replace(outcome, detail=f"{detail}; {planted}" if planted else detail), planted
     [report] = reports
+    if report.kind == UNWRITTEN:
+        outcome = parse_reward_json(report.text.encode("utf-8"))
+        notes = [note for note in (outcome.detail, UNWRITTEN_NOTE, planted) if note]
+        return replace(outcome, detail="; ".join(notes)), planted
     if report.kind != REWARD:
         detail = f"the verifier wrote no reward ({report.text})"
         return RewardOutcome(failure_kind=MISSING_REWARD, detail=detail), planted
@@ -82,4 +91,14 @@ def judge_report(
     return outcome, None
 
 
-__all__ = ["ERROR", "REFUSED", "REPORT_PREFIX", "REWARD", "Report", "find_reports", "judge_report"]
+__all__ = [
+    "ERROR",
+    "REFUSED",
+    "REPORT_PREFIX",
+    "REWARD",
+    "UNWRITTEN",
+    "UNWRITTEN_NOTE",
+    "Report",
+    "find_reports",
+    "judge_report",
+]

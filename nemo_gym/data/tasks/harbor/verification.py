@@ -49,7 +49,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     grading_command,
 )
 from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
-from nemo_gym.data.tasks.harbor.reports import ERROR, REFUSED, find_reports, judge_report
+from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
 from nemo_gym.data.tasks.harbor.rewards import TIMEOUT_DETAIL, UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
@@ -79,10 +79,8 @@ TEST_SH, PYTHON = "test.sh", "verifier.py"
 ENTRYPOINT_FAILED = "harbor:entrypoint_failed"
 # Staging failed for want of space: still a mask (a neighbour's fill looks the same from inside the
 # sandbox), but counted apart, so that a policy that learns to fill its disk shows as a rising count.
+# A disk filled once verify runs keeps no verdict from being scored (reports.UNWRITTEN).
 DISK_FULL = "disk_full"
-# How the runner reports a reward.json it could not write (_gym_runner_rare.fail; keep in sync), and
-# the OSError that says the disk was full.
-CANNOT_WRITE_REWARD, NO_SPACE = "cannot write reward.json: ", "[Errno 28] "
 # Grading failed in a sandbox whose own limits (its pids or memory) left it no room. Only what runs
 # inside a container counts against them, so that is the agent's doing (a fill it left behind) or the
 # verifier's: scored 0, never masked (red team 34), and logged.
@@ -837,15 +835,6 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
         reports = find_reports(collected.files.get("report", b""), key)
         if len(reports) == 1 and reports[0].kind == REFUSED:  # the task's verifier environment is unsafe
             return masked("verifier_error", f"the verifier refused to grade: {reports[0].text}", stdout)
-        if (
-            len(reports) == 1
-            and reports[0].kind == ERROR
-            and reports[0].text.startswith(CANNOT_WRITE_REWARD + NO_SPACE)
-        ):
-            # The runner's own write of reward.json met a full disk: masked as a full disk under /tests
-            # is. Only that report begins so (every error of verify's begins with the runner's words).
-            why = reports[0].text[len(CANNOT_WRITE_REWARD) :]
-            return masked(DISK_FULL, f"the runner could not write reward.json: {why}", stdout)
         reward, note = judge_report(reports, files, timed_out=timed_out)
         if note is not None:
             LOGGER.warning("a verifier's result was tampered with: %s", note)
