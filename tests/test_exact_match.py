@@ -61,6 +61,18 @@ CASES = [
     ("\u301c5", "5", {"ignore_punctuation": True}, False),
     ("\U00010ead5", "5", {"ignore_punctuation": True}, False),
     ("well\u05beknown", "wellknown", {"ignore_punctuation": True}, True),
+    # A sign before a number that starts with no digit stays too (red team 50: "-\\frac{1}{2}" matched
+    # "\\frac{1}{2}", "-½" "½", "-x" "x"); a hyphen inside a word and a dash before a space still go.
+    ("-\\frac{1}{2}", "\\frac{1}{2}", {"ignore_punctuation": True}, False),
+    ("$-\\frac{1}{2}$", "$\\frac{1}{2}$", {"ignore_punctuation": True}, False),
+    ("\u2212\u00bd", "\u00bd", {"ignore_punctuation": True}, False),
+    ("-\u221e", "\u221e", {"ignore_punctuation": True}, False),
+    ("-\\pi", "\\pi", {"ignore_punctuation": True}, False),
+    ("-x", "x", {"ignore_punctuation": True}, False),
+    ("x = -\\frac{1}{2}", "x = \\frac{1}{2}", {"ignore_punctuation": True}, False),
+    ("x-ray", "xray", {"ignore_punctuation": True}, True),
+    ("Paris - France", "Paris  France", {"ignore_punctuation": True}, True),
+    ("\u16805", "-5", {}, True),  # the Ogham space mark is drawn as a dash
     # Long dashes a reader takes for a minus are one (red team 46: "\u2e3a5" matched "5").
     ("\u2e3a5", "5", {"ignore_punctuation": True}, False),
     ("\u2e3b5", "-5", {}, True),

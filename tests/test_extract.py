@@ -135,6 +135,15 @@ TAGS = [
     ("<answer>5</answer>\nWait, that is wrong.\n<answer>6", "answer", None),
     ("<answer>5</answer> <answer>", "answer", None),
     ("<answer>5</answer> <answers>", "answer", "5"),
+    # An opening with white space, attributes or a slash is one too (red team 50).
+    ("<answer>6</answer> wait, actually <answer >7", "answer", None),
+    ("<answer>6</answer> wait <answer\n>7", "answer", None),
+    ("<answer>6</answer> wait <answer id='2'>7", "answer", None),
+    ("<answer>6</answer> Hmm, actually <answer", "answer", None),
+    ("<answer>6</answer><answer/>", "answer", None),
+    ("<answer>6</answer> <answer foo>7</answer>", "answer", "7"),
+    ('<answer id="1">\n8\n</answer>', "answer", "8"),
+    ("<answer>6</answer> <answer-key>7", "answer", "6"),
 ]
 
 

@@ -109,7 +109,8 @@ MATCHES = [
     ("0.1", 0.1, {}, True),
     ("0.30000000000000004", "0.3", {}, True),  # rel_tol 1e-9 for non-integers
     ("0.3001", "0.3", {}, False),
-    ("3.0000000001", 3, {}, True),
+    ("3.0000000001", 3, {}, False),  # a whole answer takes float noise alone (red team 50)
+    ("3.0000000000000004", 3, {}, True),
     ("100", 101, {"rel_tol": 0.02}, True),  # a given tolerance applies to whole numbers too
     ("100", 103, {"rel_tol": 0.02}, False),
     ("nan", "0", {}, False),
@@ -325,8 +326,13 @@ def test_the_quick_match_on_answers_as_written(actual, expected, result):
         # Float noise on a whole answer still reads as that answer: it rounds to it alone.
         ("42.00000000000001", 42, True),
         ("41.99999999999999", "42", True),
-        ("1000000007.4", 1000000007, True),
-        ("1.0000000074e9", 1000000007, True),
+        ("1000000007.0000001", 1000000007, True),
+        # Float noise is a few parts in 10**12 at most: 0.4 off a whole answer is no noise (red team 50).
+        ("1000000007.4", 1000000007, False),
+        ("1000000006.6", 1000000007, False),
+        ("999999999999.51", 10**12, False),
+        ("123456789012.4", "123456789012", False),
+        ("1.0000000074e9", 1000000007, False),
         # Around an expected number that is not whole, rel_tol applies as before.
         ("1000000006.6", "1000000007.5", True),
     ],

@@ -242,17 +242,36 @@ def extract_answer(text: Any) -> Optional[str]:
     return payload or None
 
 
+def _is_opening(text: str, after: int) -> bool:
+    """Whether the ``<tag`` that ends at ``after`` opens the tag: ``>``, white space (attributes) or a
+    ``/`` (``<tag/>``, empty) follows it, or the text ends there (an answer cut off)."""
+    return after >= len(text) or text[after] in ">/" or text[after].isspace()
+
+
 def extract_tag(text: Any, tag: str = "answer") -> Optional[str]:
-    """The stripped content of the last ``<tag>…</tag>`` (case-sensitive); ``None`` when absent or empty,
-    or when the last ``<tag>`` never closes."""
+    """The stripped content of the last ``<tag>…</tag>`` (case-sensitive; the opening may carry
+    attributes); ``None`` when absent or empty, or when a ``<tag`` after the last ``</tag>`` opens an
+    answer that never closes (or an empty ``<tag/>``): never a fall-back to an earlier one."""
     if not isinstance(tag, str) or not tag or any(char in "<>/" or char.isspace() for char in tag):
         raise ValueError(f"extract_tag(): tag must be a plain tag name such as 'answer', got {tag!r}")
     text = _text_or_none(text, "extract_tag")
     if text is None:
         return None
-    opening, closing = f"<{tag}>", f"</{tag}>"
+    name, closing = f"<{tag}", f"</{tag}>"
     end = text.rfind(closing)
-    start = text.rfind(opening, 0, end) if end >= 0 else -1
-    if start < 0 or text.find(opening, end) >= 0:  # a last tag that never closes: no fall-back
+    if end < 0:
         return None
-    return text[start + len(opening) : end].strip() or None
+    later = text.find(name, end)
+    while later >= 0:  # any opening after the last closing: a malformed last answer
+        if _is_opening(text, later + len(name)):
+            return None
+        later = text.find(name, later + 1)
+    start = text.rfind(name, 0, end)
+    while start >= 0 and not _is_opening(text, start + len(name)):  # <answers>, <answer-key>
+        start = text.rfind(name, 0, start)
+    if start < 0:
+        return None
+    close = text.find(">", start, end)
+    if close < 0 or text[close - 1] == "/":  # never closed before the closing tag, or empty
+        return None
+    return text[close + 1 : end].strip() or None

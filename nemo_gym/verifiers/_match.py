@@ -18,7 +18,9 @@ _INVISIBLE = str.maketrans(
     {
         **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
         **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe31\ufe32\ufe58\ufe63\uff0d", "-"),
+        **dict.fromkeys(
+            "\u1680\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe31\ufe32\ufe58\ufe63\uff0d", "-"
+        ),
         **dict.fromkeys("\u00a0\u2007\u202f", " "),
         **dict.fromkeys("\u200b\u2060\ufeff", None),
     }
@@ -33,13 +35,16 @@ _SIGN = f"[-+{_MINUS_LIKE}]"
 _PATTERNS = Patterns(
     # Numbers keep their sign and the marks between their digits under ignore_punctuation: -5 is not
     # 5, .5 is not 5, 1/2 is not 12, 10:30 is not 1030. A sign up to four marks or spaces before a
-    # number stays (- 5, -$5, -(5) are not 5 or $5). The look-ahead is bounded, and a run of marks
-    # between digits is taken once, so a long run costs linear time; a sign further away
-    # (-(((((5))))) is dropped.
+    # number stays (- 5, -$5, -(5) are not 5 or $5), and so does one that starts a word of anything
+    # but spaces (-\frac{1}{2}, -½, -x: red team 50), never a hyphen inside a word (x-ray) or a dash
+    # before a space. The look-ahead is bounded, and a run of marks between digits is taken once, so
+    # a long run costs linear time; a sign further away (-(((((5))))) is dropped.
     number_or_punctuation=f"({_SIGN}?"
     + r"(?:\d+|\.\d+)(?:[^\w\s]+\d+)*|"
     + f"{_SIGN}"
-    + r"(?=[^\w]{0,4}\d))|([^\w\s])",
+    + r"(?=[^\w]{0,4}\d)|(?<!\w)"
+    + f"{_SIGN}"
+    + r"(?=\S))|([^\w\s])",
     article=r"(?i)\b(?:a|an|the)\b\s*",
 )
 

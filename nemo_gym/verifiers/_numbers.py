@@ -34,6 +34,9 @@ MAX_NUMBER_TEXT = 20_000
 
 _PERCENT_MODES = ("strict", "ignore", "either")
 _DEFAULT_REL_TOL = (1, 10**9)  # as a Fraction's numerator and denominator
+# What a whole expected number takes for float noise (41.99999999999999 for 42), relatively: binary64
+# arithmetic is off by a few parts in 10**16 a step, so a few hundred steps stay within it.
+_FLOAT_NOISE = (1, 10**13)
 
 _FOLD = str.maketrans(
     {
@@ -328,16 +331,17 @@ def _default_close(a: Any, b: Any, unit: Any) -> bool:
     """``numeric_match``'s comparison with no tolerance given, of the answer ``a`` and the expected
     ``b``, in units of ``unit`` (two ``Fraction``s and 1, or two ints scaled alike and the scale).
 
-    An expected whole number is met by itself, or by float noise within ``rel_tol=1e-9`` nearer to it
-    than to any other whole number; any other expected number, within ``rel_tol=1e-9``. Whether a
-    number is whole is read from the expected side alone: the agent writes the other, and a guess
-    made not whole (``1000000006.5``) took the band around ``1000000007`` (red team 46)."""
+    An expected whole number is met by itself, or by float noise (within ``_FLOAT_NOISE``, and nearer
+    to it than to any other whole number); any other expected number, within ``rel_tol=1e-9``.
+    Whether a number is whole is read from the expected side alone: the agent writes the other, and a
+    guess made not whole (``1000000006.5``) took the band around ``1000000007`` (red teams 46, 50)."""
     if a == b:
         return True
-    numerator, denominator = _DEFAULT_REL_TOL
+    whole = b % unit == 0
+    numerator, denominator = _FLOAT_NOISE if whole else _DEFAULT_REL_TOL
     if abs(a - b) * denominator > numerator * max(abs(a), abs(b)):
         return False
-    return bool(b % unit != 0 or 2 * abs(a - b) < unit)
+    return bool(not whole or 2 * abs(a - b) < unit)
 
 
 def numeric_match(
@@ -354,8 +358,8 @@ def numeric_match(
     ``False`` (the agent's miss); an ``expected`` (or any alternative of it) that does not parse,
     such as ``"abc"``, ``"3 apples"`` or ``nan``, raises ``ValueError`` (the author's bug), as does a
     wrong type such as ``None`` or ``bool`` (``TypeError``).
-    With no tolerance given, an expected whole number is met exactly (or by float noise that rounds
-    to it, within ``rel_tol=1e-9``) and any other within ``rel_tol=1e-9``; a given
+    With no tolerance given, an expected whole number is met exactly (or by float noise, within one
+    part in 10**13) and any other within ``rel_tol=1e-9``; a given
     ``rel_tol``/``abs_tol`` applies to every pair. ``percent``:
     ``"strict"`` (both sides or neither carry ``%``), ``"ignore"`` (the sign is dropped),
     ``"either"`` (``X%`` equals ``X`` or ``X/100``).
