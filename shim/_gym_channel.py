@@ -44,6 +44,9 @@ _FALLOC_FL_KEEP_SIZE = 1  # <linux/falloc.h>
 # Disk set aside for the report and grading's finish (see ``reserve``): the output's tail it copies
 # (80 KB), the report, its meta and sums file, and, without piped results, their tar.
 RESERVE_BYTES = 256 * 1024
+# The files finish writes into the out folder (_grading.sh; keep in sync), with the bytes set aside for
+# each: the meta file and the checksums (a line for each of up to 105 files) write into their own.
+FINISH_FILES = (("meta", 4096), (".sums", 64 * 1024), ("test-stdout.txt", 0), ("reward.json", 0), ("reward.txt", 0))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CACHE_TAG_FILE = "cache_tag"  # in the results (nemo_gym/data/tasks/harbor/collected.py; keep in sync)
 
@@ -184,7 +187,7 @@ def hold_key(descriptor: "int", key_file: "str") -> "Reporter":
             try:
                 key = bytes.fromhex(_read_and_remove(key_file, 256).decode("ascii").strip())
                 channel = Channel(descriptor, key)
-                reserve(descriptor)
+                reserve(descriptor, os.path.dirname(key_file))
             except (OSError, ValueError) as error:
                 os.write(ready_write, f"!{error}".encode("utf-8", "replace")[:1000])
                 raise
@@ -390,17 +393,31 @@ def seal() -> None:
             pass
 
 
-def reserve(descriptor: "int") -> None:
-    """Sets ``RESERVE_BYTES`` of disk aside for the report's file, which stays empty (the size is kept):
-    the report is written into them, and grading's finish, which rewrites the report once nothing of
-    the run is left alive, frees the rest for its own files. So a disk the run filled (the agent's
-    program, which verify ran) leaves room for the report and the results, and the verdict is scored
-    rather than masked. Best effort: where the file system cannot, nothing is set aside."""
+def reserve(descriptor: "int", folder: "str") -> None:
+    """Sets disk aside for grading's finish, so that a disk the run filled (the agent's program, which
+    verify ran) leaves room for the report and the results, and the verdict is scored rather than
+    masked: ``RESERVE_BYTES`` for the report's file, which stays empty (the size is kept) and which
+    finish rewrites, freeing the rest, once nothing of the run is left alive; and, in ``folder``, the
+    files finish writes (``FINISH_FILES``), made empty now, so that no new inode is needed then, with
+    blocks set aside for its own. Best effort: where the file system cannot, nothing is set aside."""
     fallocate = _c_function("fallocate")
-    if fallocate is not None:
+    _set_aside(fallocate, descriptor, RESERVE_BYTES)
+    for name, size in FINISH_FILES:
+        try:
+            handle = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        except OSError:
+            continue
+        try:
+            _set_aside(fallocate, handle, size)
+        finally:
+            os.close(handle)
+
+
+def _set_aside(fallocate: "Any", descriptor: "int", size: "int") -> None:
+    if fallocate is not None and size:
         long = _C_TYPES[0]
         try:
-            fallocate(descriptor, _FALLOC_FL_KEEP_SIZE, long(0), long(RESERVE_BYTES))
+            fallocate(descriptor, _FALLOC_FL_KEEP_SIZE, long(0), long(size))
         except OSError:
             pass
 

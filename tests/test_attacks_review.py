@@ -639,10 +639,14 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 import _gym_channel
 descriptor = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o600)
-_gym_channel.reserve(descriptor)
+_gym_channel.reserve(descriptor, os.path.dirname(sys.argv[2]))
 status = os.fstat(descriptor)
 os.write(descriptor, b"the report\n")
 print(status.st_size, status.st_blocks * 512, _gym_channel.RESERVE_BYTES)
+for name, size in _gym_channel.FINISH_FILES:  # finish's own files: made, empty, with their room
+    made = os.stat(os.path.join(os.path.dirname(sys.argv[2]), name))
+    assert (made.st_size, made.st_mode & 0o777) == (0, 0o600), name
+    assert made.st_blocks * 512 >= size, name
 """
 
 
@@ -650,6 +654,7 @@ def test_the_key_holder_sets_disk_aside_for_the_report_without_growing_it(tmp_pa
     shim = Path(__file__).parent.parent / "shim"
     report = tmp_path / "report"
     ran = subprocess.run([sys.executable, "-c", RESERVES, str(shim), str(report)], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
     size, allocated, wanted = map(int, ran.stdout.split())
     assert size == 0  # finish reads the report as the runner wrote it, nothing after
     assert allocated >= wanted

@@ -519,11 +519,20 @@ def test_a_disk_the_agent_filled_masks_as_disk_full(tmp_path, monkeypatch):
 
 
 FILLS_THE_DISK = """\
+import os
 def verify(workspace):
     print(("x" * 99 + "\\n") * 1000)  # more output than the tail finish copies, before the disk is full
-    # What the agent's program does when verify runs it (red team 48): take every block left on the
-    # sandbox's one disk, /tests and /logs/verifier included, so that no reward.json can be written.
+    # What the agent's program does when verify runs it (red teams 48, 49): take every block (or every
+    # inode) left on the sandbox's one disk, /tests and /logs/verifier included, so that no reward.json
+    # can be written; and leave outputs in /logs/verifier first, for finish to copy into what it frees.
+    if FILL == "outputs":
+        for number in range(100):
+            with open(f"/logs/verifier/output-{number}.txt", "wb") as output:
+                output.write(bytes(4096))
     try:
+        if FILL == "inodes":
+            for number in range(10**6):
+                open(workspace / f"empty-{number}", "wb").close()
         with open(workspace / "filler", "wb", buffering=0) as filler:
             while True:
                 filler.write(bytes(65536))
@@ -533,8 +542,8 @@ def verify(workspace):
 """
 
 
-@pytest.mark.parametrize("verdict", [0.0, 1.0])
-def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monkeypatch, verdict):
+@pytest.mark.parametrize(("fill", "verdict"), [("bytes", 0.0), ("bytes", 1.0), ("outputs", 0.0), ("inodes", 0.0)])
+def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monkeypatch, fill, verdict):
     # A disk filled before grading masks (disk_full: a neighbour's and the agent's look the same), but
     # one filled while verify runs came too late to change its verdict: the runner's report carries it,
     # and it is scored. It used to be masked on demand: a wrong answer, whose program filled the disk,
@@ -544,11 +553,13 @@ def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monke
     needs_root()
     disk = tmp_path / "disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    size = "size=16m,nr_inodes=400" if fill == "inodes" else "size=4m"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(disk)], check=True)
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(disk))
         workspace = write_files(disk / "workspace", {"answer.txt": "Paris\n"})
-        task = write_files(tmp_path / "task", {"tests/verifier.py": FILLS_THE_DISK.replace("VERDICT", repr(verdict))})
+        source = FILLS_THE_DISK.replace("VERDICT", repr(verdict)).replace("FILL", repr(fill))
+        task = write_files(tmp_path / "task", {"tests/verifier.py": source})
 
         async def run() -> VerificationOutcome:
             async with LocalSandbox(workspace) as sandbox:
@@ -560,7 +571,8 @@ def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monke
     assert (outcome.masked, outcome.reward) == (False, verdict), outcome
     assert "could not write reward.json" in outcome.detail, outcome.detail
     assert outcome.stdout.count("x" * 99 + "\n") > 600  # finish's copies found room (the report's reserve)
-    assert "not kept" not in outcome.detail  # nor did the runner leave its temporary file
+    if fill != "outputs":
+        assert "not kept" not in outcome.detail  # nor did the runner leave its temporary file
 
 
 FILLS_LOGS = """\

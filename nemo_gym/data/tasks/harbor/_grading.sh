@@ -365,47 +365,55 @@ finish() {
     "${make_folder[@]}" -m 0700 -- "$TESTS" && rm -rf -- "$OUT" && mkdir -m 0700 -- "$OUT" \
       || fail 92 "cannot take $OUT back"
   fi
+  # The runner's key holder made finish's files in the out folder beforehand, with disk set aside
+  # (_gym_channel.reserve): they are written into, and the reward files' are removed when unused. For a
+  # Python verifier, whose report is the result, a copy a full disk refuses is left out, never a mask.
+  local copied unused=()
   for name in reward.json reward.txt; do
     path=$LOGS/$name
+    copied=0
     if [ -L "$path" ]; then kinds="$kinds$name=link "
     elif [ ! -f "$path" ]; then
       [ -e "$path" ] && kinds="$kinds$name=other "
     elif [ -n "$HANDOVER" ]; then
       copy_head "$MAX_REWARD_BYTES" "$path" "$OUT/$name"
       case $? in
-        0) kinds="$kinds$name=file " ;;
+        0) kinds="$kinds$name=file " copied=1 ;;
         "$LEASED") kinds="$kinds$name=other " ;;  # read as unreadable: nothing of the verifier's own
-        *) fail 92 "cannot copy $name" ;;
+        *) [ "$KIND" = python ] || fail 92 "cannot copy $name"; kinds="$kinds$name=other " ;;
       esac
+    elif quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path"; then
+      kinds="$kinds$name=file " copied=1
     else
-      quick_copy head "$MAX_REWARD_BYTES" "$OUT/$name" 7<"$path" 8<"$path" || fail 92 "cannot copy $name"
-      kinds="$kinds$name=file "
+      [ "$KIND" = python ] || fail 92 "cannot copy $name"
+      kinds="$kinds$name=other "
     fi
+    [ "$copied" = 1 ] || { [ -e "$OUT/$name" ] && unused+=("$OUT/$name"); }
   done
   if [ -n "${run_started-}" ]; then
-    quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || fail 92 "cannot copy test-stdout.txt"
+    quick_copy tail "$TAIL_BYTES" "$OUT/test-stdout.txt" 8<&5 || [ "$KIND" = python ] || fail 92 "cannot copy test-stdout.txt"
     exec 5<&- 7<&-
   fi
-  # The runner removes the key and the held-back variables as it starts; one that never ran leaves them.
-  local leftovers=()
-  for name in key deferred; do [ -e "$OUT/$name" ] && leftovers+=("$OUT/$name"); done
-  [ "${#leftovers[@]}" = 0 ] || rm -f -- "${leftovers[@]}"
   copy_outputs
   thaw
   printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
-  cd -- "$OUT" || fail 92 "cannot enter $OUT"
-  shopt -s globstar
-  sums=()
-  for entry in * files/**; do [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
-  sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
-  cd / || fail 92 "cannot leave $OUT"
+  # One removal: the answers in /tests, what was set aside, the unused reward files, and the key and
+  # held-back variables a runner that never ran leaves (it removes them as it starts).
   for entry in "$LOGS"/.gym-trash-*; do doomed+=("$entry"); done
   if [ "$KEEP_TESTS" != 1 ]; then
     for entry in "$TESTS"/*; do
       [ "$entry" = "$OUT" ] || doomed+=("$entry")
     done
   fi
+  for name in key deferred; do [ -e "$OUT/$name" ] && doomed+=("$OUT/$name"); done
+  doomed+=("${unused[@]}")
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
+  cd -- "$OUT" || fail 92 "cannot enter $OUT"
+  shopt -s globstar
+  sums=()
+  for entry in * files/**; do [ "$entry" != .sums ] && [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
+  sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
+  cd / || fail 92 "cannot leave $OUT"
   if [ "$PIPED" = 1 ]; then
     tar -cf - -C "$OUT" . >&6 || fail 92 "cannot pack the results"
   elif [ -n "$OUT_TAR" ]; then
