@@ -529,6 +529,11 @@ def verify(workspace):
         for number in range(100):
             with open(f"/logs/verifier/output-{number}.txt", "wb") as output:
                 output.write(bytes(4096))
+    if FILL == "deep-outputs":  # empty, at the end of 8 folders of long names: a large tar (red team 51)
+        for number in range(100):
+            folder = "/logs/verifier/" + "/".join(f"d{number:03d}{level}" + "x" * 22 for level in range(8))
+            os.makedirs(folder)
+            open(folder + "/f" + "y" * 20, "wb").close()
     try:
         if FILL == "inodes":
             for number in range(10**6):
@@ -542,8 +547,31 @@ def verify(workspace):
 """
 
 
-@pytest.mark.parametrize(("fill", "verdict"), [("bytes", 0.0), ("bytes", 1.0), ("outputs", 0.0), ("inodes", 0.0)])
-def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monkeypatch, fill, verdict):
+class _WithoutPipes:
+    """A sandbox as a provider's is: neither piped exec nor archive calls, so the results are packed
+    into a tar inside the sandbox (its disk) and downloaded."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("exec_piped", "put_archive", "get_archive"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize(
+    ("fill", "verdict", "pipes"),
+    [
+        ("bytes", 0.0, True),
+        ("bytes", 1.0, True),
+        ("outputs", 0.0, True),
+        ("inodes", 0.0, True),
+        ("outputs", 0.0, False),
+        ("deep-outputs", 0.0, False),
+    ],
+)
+def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monkeypatch, fill, verdict, pipes):
     # A disk filled before grading masks (disk_full: a neighbour's and the agent's look the same), but
     # one filled while verify runs came too late to change its verdict: the runner's report carries it,
     # and it is scored. It used to be masked on demand: a wrong answer, whose program filled the disk,
@@ -563,7 +591,10 @@ def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monke
 
         async def run() -> VerificationOutcome:
             async with LocalSandbox(workspace) as sandbox:
-                return await run_verification(plan_verification(load_task(task)), sandbox)
+                monkeypatch.undo()  # the host's own scratch stays off the sandbox's disk
+                return await run_verification(
+                    plan_verification(load_task(task)), sandbox if pipes else _WithoutPipes(sandbox)
+                )
 
         outcome = asyncio.run(run())
     finally:
@@ -571,8 +602,35 @@ def test_a_disk_filled_while_verify_runs_never_masks_its_verdict(tmp_path, monke
     assert (outcome.masked, outcome.reward) == (False, verdict), outcome
     assert "could not write reward.json" in outcome.detail, outcome.detail
     assert outcome.stdout.count("x" * 99 + "\n") > 600  # finish's copies found room (the report's reserve)
-    if fill != "outputs":
+    if "outputs" not in fill:
         assert "not kept" not in outcome.detail  # nor did the runner leave its temporary file
+
+
+def test_a_shell_verifier_whose_run_fills_the_disk_masks_as_disk_full(tmp_path, monkeypatch):
+    # A task's own test.sh has no runner to report its verdict: its reward files are the result, and a
+    # disk it filled (the agent's program it ran) leaves no room for them or for finish's files. Masked,
+    # and counted as disk_full (red team 51: an unchecked meta file made it a sandbox_error).
+    from test_attacks import needs_root
+
+    needs_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        workspace = write_files(disk / "workspace", {"answer.txt": "Paris\n"})
+        fills = "#!/bin/bash\nhead -c 100000000 /dev/zero > filler\nhead -c 100000 /dev/zero > filler2\necho 0 > /logs/verifier/reward.txt\n"
+        task = write_files(tmp_path / "task", {"tests/test.sh": fills})
+
+        async def run() -> VerificationOutcome:
+            async with LocalSandbox(workspace) as sandbox:
+                monkeypatch.undo()
+                return await run_verification(plan_verification(load_task(task)), sandbox)
+
+        outcome = asyncio.run(run())
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+    assert (outcome.masked, outcome.mask_reason) == (True, DISK_FULL), outcome
 
 
 FILLS_LOGS = """\

@@ -396,7 +396,6 @@ finish() {
   fi
   copy_outputs
   thaw
-  printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta"
   # One removal: the answers in /tests, what was set aside, the unused reward files, and the key and
   # held-back variables a runner that never ran leaves (it removes them as it starts).
   for entry in "$LOGS"/.gym-trash-*; do doomed+=("$entry"); done
@@ -408,17 +407,31 @@ finish() {
   for name in key deferred; do [ -e "$OUT/$name" ] && doomed+=("$OUT/$name"); done
   doomed+=("${unused[@]}")
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
+  write_results
+  if [ "$PIPED" = 1 ]; then
+    tar -cf - -C "$OUT" . >&6 || fail 92 "cannot pack the results"
+  elif [ -n "$OUT_TAR" ] && ! tar -cf "$OUT_TAR" -C "$OUT" .; then
+    # A disk the run filled may hold the results but not the outputs' tar (many folders, long names: red
+    # team 51): a Python verifier's outputs are then left out, counted, and its results packed again.
+    [ "$KIND" = python ] && [ -d "$OUT/files" ] || fail 92 "cannot pack the results"
+    for entry in "${sums[@]}"; do [[ "$entry" = files/* ]] && skipped=$((skipped + 1)); done
+    rm -rf -- "$OUT/files" "$OUT_TAR"
+    write_results
+    tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
+  fi
+}
+
+# The meta file and the checksums of every file in $OUT (into "sums", the names), as the host reads them.
+write_results() {
+  local entry
+  printf 'status %s\nelapsed_cs %s\nkinds %s\nskipped %s\n' "${status-}" "${elapsed-}" "$kinds" "$skipped" > "$OUT/meta" \
+    || fail 92 "cannot write the results' meta file"
   cd -- "$OUT" || fail 92 "cannot enter $OUT"
   shopt -s globstar
   sums=()
   for entry in * files/**; do [ "$entry" != .sums ] && [ -f "$entry" ] && [ ! -L "$entry" ] && sums+=("$entry"); done
   sha256sum -- "${sums[@]}" > .sums || fail 92 "cannot checksum the results"
   cd / || fail 92 "cannot leave $OUT"
-  if [ "$PIPED" = 1 ]; then
-    tar -cf - -C "$OUT" . >&6 || fail 92 "cannot pack the results"
-  elif [ -n "$OUT_TAR" ]; then
-    tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
-  fi
 }
 
 for step in $STEPS; do
