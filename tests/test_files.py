@@ -40,6 +40,23 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def golden(tmp_path: Path) -> Path:
+    """A folder outside the workspace holding the task's answer, where the agent's links point."""
+    folder = tmp_path / "golden"
+    folder.mkdir()
+    (folder / "answer.txt").write_text("golden")
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A folder above the workspace, the agent's to change."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
 READS = [
     ("answer.txt", "42"),
     ("sub/nested.txt", "nested"),
@@ -235,3 +252,62 @@ def test_an_absolute_path_inside_the_workspace_is_told_its_relative_form(workspa
     )
     with pytest.raises(ValueError, match=r"got '/etc/passwd' \(the workspace is .*\)$"):
         file_exists(workspace, "/etc/passwd")
+
+
+def test_a_folder_of_the_working_directory_linked_out_of_it_is_no_workspace(workspace, golden, tmp_path, monkeypatch):
+    # Red team 52: `read_text(workspace / "out", "answer.txt")` with the agent's `out -> /tests/expected` read
+    # the task's own golden file as the answer. As the runner's workspace is the working directory, a
+    # folder within it must stay within it, whoever owns the link (a root agent's too).
+    (workspace / "out").symlink_to(golden)
+    (workspace / "alias").symlink_to(workspace / "sub")
+    monkeypatch.chdir(workspace)
+    assert read_text(workspace / "out", "answer.txt") is None
+    assert read_text("out", "answer.txt") is None
+    assert not file_exists(workspace / "out", "answer.txt")
+    assert read_text(workspace / "alias", "nested.txt") == "nested"  # a link that stays inside is followed
+    monkeypatch.chdir(tmp_path)  # a workspace outside the working directory is the author's to choose
+    assert read_text(workspace / "out", "answer.txt") == "golden"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a link to another user needs root")
+def test_a_workspace_reached_through_another_users_link_is_not_followed(golden, home, monkeypatch):
+    # Red team 52: an agent that owns the folder above the workspace swaps the workspace for its own link.
+    (home / "project").symlink_to(golden)
+    os.lchown(home / "project", 1000, 1000)
+    assert read_text(home / "project", "answer.txt") is None
+    assert not file_exists(home / "project", "answer.txt")
+    (home / "via").symlink_to(home / "project")  # root's link to the agent's: the agent's still decides
+    assert read_text(home / "via", "answer.txt") is None
+    os.lchown(home / "project", 0, 0)
+    assert read_text(home / "project", "answer.txt") == "golden"  # root's own (an image's /app -> /srv/app)
+    os.lchown(home / "project", 1000, 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # the verifier's own user: its files are its own anyway
+    assert read_text(home / "project", "answer.txt") == "golden"
+
+
+def test_a_workspace_swapped_while_it_is_read_reads_as_it_was_or_not_at_all(workspace, golden, home, monkeypatch):
+    # Red team 52: the name was resolved, then opened; a swap in between read outside, or raised from realpath.
+    # The agent owns the folder above the workspace, here the working directory, so its link never counts.
+    project, aside, link = home / "project", home / "aside", home / "link"
+    workspace.rename(project)
+    link.symlink_to(golden)
+    monkeypatch.chdir(home)
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(project, aside)
+            os.rename(link, project)
+            os.rename(project, link)
+            os.rename(aside, project)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    seen = set()
+    try:
+        for _ in range(3000):
+            seen.add(read_text(project, "answer.txt"))
+    finally:
+        stop.set()
+        swapper.join()
+    assert seen <= {"42", None}

@@ -5,7 +5,9 @@ invalid UTF-8 all read as "no answer" (``None``/``False``): the agent's mistakes
 that is absolute or climbs out with ``..`` is the author's bug and raises ``ValueError``.
 
 Agent processes may still run beside the verifier, so the checked path is opened one component at a
-time with ``O_NOFOLLOW``: a file swapped for a symlink after the check reads as missing.
+time with ``O_NOFOLLOW``: a file swapped for a symlink after the check reads as missing. The
+workspace is opened once and pinned (``_open_workspace``): the agent's link to it, or out of the
+working directory, leads nowhere.
 
 Reads are capped: a file larger than ``max_bytes`` (``MAX_READ_BYTES``, 32 MiB, by default) reads
 as "no answer" without being read, so an agent's 2 GB (or sparse 2 TB) file costs no memory.
@@ -18,7 +20,7 @@ import stat
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
-    from typing import List, Optional, Union
+    from typing import List, Optional, Tuple, Union
 
     StrPath = Union[str, "os.PathLike[str]"]
 
@@ -59,11 +61,12 @@ def _within(text: str, workspace: StrPath) -> str:
     return f" (the workspace is {root!r} here: give {inside!r})"
 
 
-def _resolve(root: str, parts: List[str]) -> Optional[str]:
+def _resolve(root: str, parts: List[str], roots_links: bool = False) -> Optional[str]:
     """Where ``root/parts`` leads (``root`` is real), following links as the kernel does: ``None``
-    past ``_MAX_LINKS`` of them, through a part that is missing or no folder, or past ``_MAX_PATH``
-    bytes. ``os.path.realpath`` recurses once per link before 3.13, so the agent's chain of a thousand
-    raised ``RecursionError``, and it follows chains no program could open."""
+    past ``_MAX_LINKS`` of them, through a part that is missing or no folder, past ``_MAX_PATH``
+    bytes, or (``roots_links``) through a link neither root nor this process's user owns.
+    ``os.path.realpath`` recurses once per link before 3.13, so the agent's chain of a thousand raised
+    ``RecursionError``, and it follows chains no program could open."""
     pending, current, links = parts[::-1], root, 0
     while pending:
         part = pending.pop()
@@ -77,6 +80,8 @@ def _resolve(root: str, parts: List[str]) -> Optional[str]:
             return None
         try:
             target = os.readlink(candidate)
+            if roots_links and os.lstat(candidate).st_uid not in (0, os.geteuid()):
+                return None
         except OSError as error:
             if error.errno != _NOT_A_LINK:
                 return None  # missing, under a file, or not searchable: no program gets past it
@@ -93,27 +98,62 @@ def _resolve(root: str, parts: List[str]) -> Optional[str]:
     return current
 
 
-def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
-    """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
-    parts = _relative_parts(path, function, workspace)
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _open_workspace(workspace: StrPath) -> Optional[Tuple[int, str]]:
+    """A descriptor of the workspace folder and its physical path, else ``None``.
+
+    The folder is opened once and every read walks from that descriptor, so a workspace swapped
+    while it is read is read as it was, or not at all. A link on the workspace's own path is
+    followed only when root (an image's ``/app -> /srv/app``) or the verifier's own user owns it
+    (whose files are its own anyway), never another user's, the agent's, and a
+    workspace named within the working directory (the runner's is the agent's workspace) must stay
+    within it: ``workspace / "out"`` with the agent's ``out -> /tests/expected`` is no workspace.
+    """
+    text = os.path.abspath(os.fspath(workspace))
     try:
-        root = os.path.realpath(os.fspath(workspace))
-    except RecursionError:  # a workspace reached through a chain of links (see _resolve)
-        return None
-    target = _resolve(root, parts)
-    if target is None or os.path.commonpath([root, target]) != root or target == root:
-        return None
-    parts = os.path.relpath(target, root).split(os.sep)
-    try:
-        directory = os.open(root, _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+        descriptor = os.open(text, _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:
-        for part in parts[:-1]:
+        opened = os.fstat(descriptor)
+        try:  # the path of the folder opened, not of whatever the name holds by now
+            root = os.readlink(f"/proc/self/fd/{descriptor}")
+        except OSError:
+            root = os.path.realpath(text)
+        here = os.stat(root)
+        if (here.st_dev, here.st_ino) != (opened.st_dev, opened.st_ino):
+            raise OSError  # moved or removed since it was opened
+        if root != text:  # reached through links: whose, and to where
+            if _resolve("/", text.split("/"), roots_links=True) != root:
+                raise OSError
+            cwd = os.getcwd()
+            if _inside(text, cwd) and not _inside(root, cwd):
+                raise OSError
+    except (OSError, RecursionError, ValueError):
+        os.close(descriptor)
+        return None
+    return descriptor, root
+
+
+def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
+    """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
+    parts = _relative_parts(path, function, workspace)
+    pinned = _open_workspace(workspace)
+    if pinned is None:
+        return None
+    directory, root = pinned
+    try:
+        target = _resolve(root, parts)
+        if target is None or os.path.commonpath([root, target]) != root or target == root:
+            return None
+        for part in os.path.relpath(target, root).split(os.sep)[:-1]:
             child = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
             os.close(directory)
             directory = child
-        descriptor = os.open(parts[-1], _FILE_FLAGS, dir_fd=directory)
+        descriptor = os.open(os.path.basename(target), _FILE_FLAGS, dir_fd=directory)
     except OSError:
         return None
     finally:
