@@ -311,3 +311,81 @@ def test_a_workspace_swapped_while_it_is_read_reads_as_it_was_or_not_at_all(work
         stop.set()
         swapper.join()
     assert seen <= {"42", None}
+
+
+def test_chains_of_long_links_down_and_back_up_read_as_the_kernel_reads_them(tmp_path):
+    # Red team 53: 39 links of 4 KB targets, each 800 folders down and back up, cost seconds a call when
+    # every step re-read the whole path (1.8-12 s, by the machine's load); the walk from descriptors takes
+    # one step a part (0.3 s). Each ".." must reach the folder the walk came from.
+    workspace = tmp_path / "ws"
+    deep = "/".join(["a"] * 800)
+    (workspace / deep).mkdir(parents=True)
+    (workspace / "answer.txt").write_text("42")
+    (tmp_path / "secret.txt").write_text("outside")
+    up = "/".join([".."] * 800)
+    previous = "answer.txt"
+    for index in range(39):
+        os.symlink(f"{deep}/{up}/{previous}", workspace / f"link{index}")
+        previous = f"link{index}"
+    assert _kernel_read(workspace / previous) == "42"
+    assert read_text(workspace, previous) == "42"
+    os.symlink(f"{deep}/{up}/../secret.txt", workspace / "climbs")  # one ".." too many: outside
+    assert _kernel_read(workspace / "climbs") == "outside"
+    assert read_text(workspace, "climbs") is None
+
+
+def test_a_working_directory_removed_reads_as_no_answer(tmp_path, monkeypatch):
+    # Red team 53: os.path.abspath of a relative workspace asks the removed directory for its name.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert read_text(".", "answer.txt") is None
+    assert file_exists("workspace", "answer.txt") is False
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="acting as another user needs root")
+def test_a_link_swapped_with_roots_file_while_it_is_checked_is_not_followed(golden):
+    # Red team 53: the agent, owning the folder above the workspace, exchanges its own link to the
+    # answers with a file of root's (renameat2): the link was read, then root's file's owner checked.
+    import ctypes
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import textwrap
+
+    home = Path(tempfile.mkdtemp(dir="/tmp"))  # the agent must reach it: a test's own tmp_path is 0700
+    workspace = home / "ws"
+    workspace.mkdir()
+    (workspace / "answer.txt").write_text("agent")
+    (home / "roots").write_text("")
+    os.chmod(home, 0o755)
+    os.chown(home, 1000, 1000)
+    try:
+        ctypes.CDLL(None).renameat2  # noqa: B018 (glibc 2.28 and newer)
+    except AttributeError:
+        pytest.skip("this C library has no renameat2")
+    swapper = textwrap.dedent(
+        f"""
+        import ctypes, os
+        os.setgroups([]); os.setgid(1000); os.setuid(1000)
+        os.rename({str(workspace)!r}, {str(workspace)!r} + ".old")
+        os.symlink({str(golden)!r}, {str(workspace)!r})
+        libc = ctypes.CDLL(None)
+        a, b = {str(workspace)!r}.encode(), {str(home / "roots")!r}.encode()
+        print("ready", flush=True)
+        while True:
+            libc.renameat2(-100, a, -100, b, 2)
+        """
+    )
+    agent = subprocess.Popen([sys.executable, "-c", swapper], stdout=subprocess.PIPE)
+    try:
+        assert agent.stdout is not None and agent.stdout.readline() == b"ready\n"
+        seen = {read_text(workspace, "answer.txt") for _ in range(20000)}
+    finally:
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+        shutil.rmtree(home)
+    assert seen == {None}, seen

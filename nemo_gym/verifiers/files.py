@@ -4,10 +4,10 @@ A missing file, a directory, a FIFO, a socket, a device, a symlink leading out o
 invalid UTF-8 all read as "no answer" (``None``/``False``): the agent's mistakes score 0. A ``path``
 that is absolute or climbs out with ``..`` is the author's bug and raises ``ValueError``.
 
-Agent processes may still run beside the verifier, so the checked path is opened one component at a
-time with ``O_NOFOLLOW``: a file swapped for a symlink after the check reads as missing. The
-workspace is opened once and pinned (``_open_workspace``): the agent's link to it, or out of the
-working directory, leads nowhere.
+Agent processes may still run beside the verifier, so every path, the workspace's own included, is
+walked one part at a time from open folders (``_Walk``), never looked up twice: a part swapped for a
+link after it was looked at reads as missing, and a link's owner and target come from one open of it.
+The agent's link on the workspace's path, or out of the working directory, leads nowhere.
 
 Reads are capped: a file larger than ``max_bytes`` (``MAX_READ_BYTES``, 32 MiB, by default) reads
 as "no answer" without being read, so an agent's 2 GB (or sparse 2 TB) file costs no memory.
@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 MAX_READ_BYTES = 32 * 1024 * 1024
 # The links one path may pass through: Linux's MAXSYMLINKS, past which no program opens it (ELOOP).
 _MAX_LINKS = 40
-# The longest path a resolution may build: Linux's PATH_MAX. Each step copies the path, so without
-# it 40 links of 4 KB targets cost seconds (red team 33).
-_MAX_PATH = 4096
-_NOT_A_LINK = 22  # EINVAL, readlink's answer for a file or folder that is no link (errno, unimported)
-_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_LOOP = 40  # ELOOP: what opening a link with O_NOFOLLOW answers (errno, unimported)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# One step of a walk: O_PATH (Linux) opens a link itself, never what it names, and a FIFO without
+# waiting for a writer; elsewhere a plain open, which a link refuses (ELOOP).
+_O_PATH = getattr(os, "O_PATH", 0)
+_STEP_FLAGS = (_O_PATH or os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)) | getattr(os, "O_NOFOLLOW", 0)
 # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: never adopt a tty.
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
@@ -61,104 +62,128 @@ def _within(text: str, workspace: StrPath) -> str:
     return f" (the workspace is {root!r} here: give {inside!r})"
 
 
-def _resolve(root: str, parts: List[str], roots_links: bool = False) -> Optional[str]:
-    """Where ``root/parts`` leads (``root`` is real), following links as the kernel does: ``None``
-    past ``_MAX_LINKS`` of them, through a part that is missing or no folder, past ``_MAX_PATH``
-    bytes, or (``roots_links``) through a link neither root nor this process's user owns.
-    ``os.path.realpath`` recurses once per link before 3.13, so the agent's chain of a thousand raised
-    ``RecursionError``, and it follows chains no program could open."""
-    pending, current, links = parts[::-1], root, 0
-    while pending:
-        part = pending.pop()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            current = os.path.dirname(current)
-            continue
-        candidate = os.path.join(current, part)
-        if len(candidate) > _MAX_PATH:
-            return None
+class _Walk:
+    """A path followed as the kernel follows it, one part at a time from an open folder, so that no
+    part is looked up twice: a link is opened itself (``O_PATH``), its owner and target read from that
+    one open, and each ``..`` must reach the folder it came from. ``trail`` holds the folders from
+    ``/`` to where the walk stands, ``seen`` every folder it stood in (as device and inode), to tell
+    where a path leads from where it went. Each step is one system call or three: the agent's chains
+    of links cost at most ``_MAX_LINKS`` targets' steps, never a copy of the whole path per step."""
+
+    def __init__(self) -> None:
+        self.descriptor = os.open("/", _STEP_FLAGS | _DIRECTORY)
+        self.trail = [_identity(os.fstat(self.descriptor))]
+        self.seen = set(self.trail)
+        self.links = 0
+        self.name = ""  # the file the walk found, in the folder it stands in
+
+    def close(self) -> None:
+        os.close(self.descriptor)
+
+    def follow(self, parts: List[str], owners: Optional[Tuple[int, ...]] = None) -> Optional[os.stat_result]:
+        """Walks ``parts``, following links (only those ``owners`` own, when given); the regular file
+        the last part names, else ``None`` (the walk stands in the folder it names). ``OSError`` where
+        the kernel would fail, or past a file, a link of someone else's or ``_MAX_LINKS`` links."""
+        pending = parts[::-1]
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                self._up()
+                continue
+            child, info, target = self._open(name)
+            if target is not None:
+                self.links += 1
+                if self.links > _MAX_LINKS or (owners is not None and info.st_uid not in owners):
+                    raise OSError("a link not to follow")
+                if target.startswith("/"):
+                    self._move(os.open("/", _STEP_FLAGS | _DIRECTORY), restart=True)
+                pending.extend(target.split("/")[::-1])
+            elif stat.S_ISDIR(info.st_mode) and child is not None:
+                self._move(child)
+            else:
+                if child is not None:
+                    os.close(child)
+                if pending or not stat.S_ISREG(info.st_mode):
+                    raise OSError("no folder, or no regular file")
+                self.name = name
+                return info
+        return None
+
+    def _open(self, name: str) -> Tuple[Optional[int], os.stat_result, Optional[str]]:
+        """``name`` in the current folder: its descriptor (a folder's), its status and a link's target."""
         try:
-            target = os.readlink(candidate)
-            if roots_links and os.lstat(candidate).st_uid not in (0, os.geteuid()):
-                return None
+            child = os.open(name, _STEP_FLAGS, dir_fd=self.descriptor)
         except OSError as error:
-            if error.errno != _NOT_A_LINK:
-                return None  # missing, under a file, or not searchable: no program gets past it
-            if pending and not os.path.isdir(candidate):
-                return None  # "real.txt/", "real.txt/../x": the kernel's ENOTDIR
-            current = candidate
-            continue
-        links += 1
-        if links > _MAX_LINKS:
-            return None
-        if target.startswith("/"):
-            current = "/"
-        pending.extend(target.split("/")[::-1])
-    return current
+            if _O_PATH or error.errno != _LOOP:
+                raise
+            # Without O_PATH (not Linux: no sandbox runs there) a link is looked at by its name.
+            return None, os.lstat(name, dir_fd=self.descriptor), os.readlink(name, dir_fd=self.descriptor)
+        info = os.fstat(child)
+        if not stat.S_ISLNK(info.st_mode):
+            return child, info, None
+        try:
+            return None, info, os.readlink("", dir_fd=child)
+        finally:
+            os.close(child)
+
+    def _move(self, child: int, restart: bool = False) -> None:
+        os.close(self.descriptor)
+        self.descriptor = child
+        place = _identity(os.fstat(child))
+        if restart:
+            self.trail = []
+        self.trail.append(place)
+        self.seen.add(place)
+
+    def _up(self) -> None:
+        if len(self.trail) == 1:
+            return  # the root's .. is the root
+        parent = os.open("..", _STEP_FLAGS | _DIRECTORY, dir_fd=self.descriptor)
+        if _identity(os.fstat(parent)) != self.trail[-2]:  # the folder was moved meanwhile
+            os.close(parent)
+            raise OSError("moved")
+        os.close(self.descriptor)
+        self.descriptor = parent
+        self.trail.pop()
 
 
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _open_workspace(workspace: StrPath) -> Optional[Tuple[int, str]]:
-    """A descriptor of the workspace folder and its physical path, else ``None``.
-
-    The folder is opened once and every read walks from that descriptor, so a workspace swapped
-    while it is read is read as it was, or not at all. A link on the workspace's own path is
-    followed only when root (an image's ``/app -> /srv/app``) or the verifier's own user owns it
-    (whose files are its own anyway), never another user's, the agent's, and a
-    workspace named within the working directory (the runner's is the agent's workspace) must stay
-    within it: ``workspace / "out"`` with the agent's ``out -> /tests/expected`` is no workspace.
-    """
-    text = os.path.abspath(os.fspath(workspace))
-    try:
-        descriptor = os.open(text, _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        opened = os.fstat(descriptor)
-        try:  # the path of the folder opened, not of whatever the name holds by now
-            root = os.readlink(f"/proc/self/fd/{descriptor}")
-        except OSError:
-            root = os.path.realpath(text)
-        here = os.stat(root)
-        if (here.st_dev, here.st_ino) != (opened.st_dev, opened.st_ino):
-            raise OSError  # moved or removed since it was opened
-        if root != text:  # reached through links: whose, and to where
-            if _resolve("/", text.split("/"), roots_links=True) != root:
-                raise OSError
-            cwd = os.getcwd()
-            if _inside(text, cwd) and not _inside(root, cwd):
-                raise OSError
-    except (OSError, RecursionError, ValueError):
-        os.close(descriptor)
-        return None
-    return descriptor, root
+def _identity(info: os.stat_result) -> Tuple[int, int]:
+    return info.st_dev, info.st_ino
 
 
 def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[int]:
-    """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``."""
+    """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``.
+
+    The workspace's own path is followed through links that root or the verifier's own user owns
+    (an image's ``/app -> /srv/app``; the verifier's files are its own anyway), never another user's,
+    the agent's. A workspace whose path passes through the working directory (the runner's is the
+    agent's workspace) must end inside it: ``workspace / "out"`` with the agent's
+    ``out -> /tests/expected`` is no workspace. Inside, the agent's links are followed as long as
+    they lead to a file inside the workspace.
+    """
     parts = _relative_parts(path, function, workspace)
-    pinned = _open_workspace(workspace)
-    if pinned is None:
-        return None
-    directory, root = pinned
+    walk = None
     try:
-        target = _resolve(root, parts)
-        if target is None or os.path.commonpath([root, target]) != root or target == root:
+        text = os.path.abspath(os.fsdecode(os.fspath(workspace)))
+        here = _identity(os.stat("."))
+        walk = _Walk()
+        if walk.follow(text.split("/"), owners=(0, os.geteuid())) is not None:
+            return None  # a file, not a folder
+        if here in walk.seen and here not in walk.trail:
             return None
-        for part in os.path.relpath(target, root).split(os.sep)[:-1]:
-            child = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
-            os.close(directory)
-            directory = child
-        descriptor = os.open(os.path.basename(target), _FILE_FLAGS, dir_fd=directory)
+        root = walk.trail[-1]
+        found = walk.follow(parts)
+        if found is None or root not in walk.trail:
+            return None
+        descriptor = os.open(walk.name, _FILE_FLAGS, dir_fd=walk.descriptor)
     except OSError:
         return None
     finally:
-        os.close(directory)
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        if walk is not None:
+            walk.close()
+    if _identity(os.fstat(descriptor)) != _identity(found):  # swapped since it was looked at
         os.close(descriptor)
         return None
     return descriptor
