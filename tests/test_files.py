@@ -389,3 +389,35 @@ def test_a_link_swapped_with_roots_file_while_it_is_checked_is_not_followed(gold
         agent.wait()
         shutil.rmtree(home)
     assert seen == {None}, seen
+
+
+def test_a_link_that_leaves_and_comes_back_learns_nothing_of_the_folders_outside(workspace, golden):
+    # Red team 54: the walk searched folders with the verifier's rights, so `probe -> <golden>/C/../../ws/x`
+    # read x exactly when the answers held a folder C, which the agent itself may not look for.
+    (golden / "C").mkdir()
+    (workspace / "x.txt").write_text("x")
+    for choice in "CD":
+        os.symlink(f"{golden}/{choice}/../../{workspace.name}/x.txt", workspace / f"probe{choice}")
+    assert _kernel_read(workspace / "probeC") == "x"  # the kernel's answer: C is there, D is not
+    assert read_text(workspace, "probeC") is None
+    assert read_text(workspace, "probeD") is None
+    os.symlink(f"{workspace}/sub/../x.txt", workspace / "back")  # out to the workspace's own path and in: fine
+    assert read_text(workspace, "back") == "x"
+
+
+def test_a_file_whose_read_fails_reads_as_no_answer(tmp_path):
+    # Red team 54: the open was guarded, the read was not: /proc/self/mem is a regular file whose read fails.
+    assert read_text("/proc/self", "mem") is None
+    assert file_exists("/proc/self", "mem")  # it is one; it cannot be read
+
+
+def test_a_large_max_bytes_costs_nothing_on_a_small_file(workspace):
+    # Red team 54: the whole cap was asked for at once: 2**40 raised MemoryError, 2**64 OverflowError.
+    assert read_text(workspace, "answer.txt", max_bytes=2**40) == "42"
+    assert read_text(workspace, "answer.txt", max_bytes=2**64) == "42"
+
+
+def test_an_absolute_path_under_a_bytes_workspace_is_the_authors_value_error(workspace):
+    with pytest.raises(ValueError, match="path must be relative to the workspace"):
+        read_text(os.fsencode(workspace), "/etc/passwd")
+    assert read_text(os.fsencode(workspace), "answer.txt") == "42"

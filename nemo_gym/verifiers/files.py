@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 MAX_READ_BYTES = 32 * 1024 * 1024
 # The links one path may pass through: Linux's MAXSYMLINKS, past which no program opens it (ELOOP).
 _MAX_LINKS = 40
+_CHUNK = 1024 * 1024  # a read's size: a small answer file is one read, a large one costs no copy of the cap
 _LOOP = 40  # ELOOP: what opening a link with O_NOFOLLOW answers (errno, unimported)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 # One step of a walk: O_PATH (Linux) opens a link itself, never what it names, and a FIFO without
@@ -55,7 +56,7 @@ def _within(text: str, workspace: StrPath) -> str:
     """Where an absolute ``text`` lies from the workspace, for the author's error (an empty one, none)."""
     if not text:
         return ""
-    root = os.path.abspath(os.fspath(workspace))
+    root = os.path.abspath(os.fsdecode(os.fspath(workspace)))
     inside = os.path.relpath(text, root) if os.path.isabs(text) else ".."
     if inside == ".." or inside.startswith(".." + os.sep) or inside == ".":
         return f" (the workspace is {root!r} here)"
@@ -76,6 +77,9 @@ class _Walk:
         self.seen = set(self.trail)
         self.links = 0
         self.name = ""  # the file the walk found, in the folder it stands in
+        # Once set (the workspace's trail), the walk stands outside the workspace only on its way: it
+        # never looks into another folder with the verifier's rights, for the agent to learn what is there.
+        self.fence: List[Tuple[int, int]] = []
 
     def close(self) -> None:
         os.close(self.descriptor)
@@ -129,11 +133,14 @@ class _Walk:
             os.close(child)
 
     def _move(self, child: int, restart: bool = False) -> None:
-        os.close(self.descriptor)
-        self.descriptor = child
+        old, self.descriptor = self.descriptor, child  # one owner of each descriptor, whatever interrupts
+        os.close(old)
         place = _identity(os.fstat(child))
         if restart:
             self.trail = []
+        depth = len(self.trail)
+        if depth < len(self.fence) and place != self.fence[depth]:
+            raise OSError("outside the workspace")
         self.trail.append(place)
         self.seen.add(place)
 
@@ -144,8 +151,8 @@ class _Walk:
         if _identity(os.fstat(parent)) != self.trail[-2]:  # the folder was moved meanwhile
             os.close(parent)
             raise OSError("moved")
-        os.close(self.descriptor)
-        self.descriptor = parent
+        old, self.descriptor = self.descriptor, parent
+        os.close(old)
         self.trail.pop()
 
 
@@ -173,9 +180,9 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
             return None  # a file, not a folder
         if here in walk.seen and here not in walk.trail:
             return None
-        root = walk.trail[-1]
+        walk.fence = list(walk.trail)
         found = walk.follow(parts)
-        if found is None or root not in walk.trail:
+        if found is None or len(walk.trail) < len(walk.fence):
             return None
         descriptor = os.open(walk.name, _FILE_FLAGS, dir_fd=walk.descriptor)
     except OSError:
@@ -203,17 +210,37 @@ def read_text(
     descriptor = _open_regular(workspace, path, "read_text")
     if descriptor is None:
         return None
-    with open(descriptor, "rb") as handle:
-        if os.fstat(descriptor).st_size > max_bytes:
-            return None
-        data = handle.read(max_bytes + 1)  # the file may grow while it is read
-    if len(data) > max_bytes:
+    data = _read_capped(descriptor, max_bytes)
+    if data is None:
         return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
     return _strip_newline(text) if strip_trailing_newline else text
+
+
+def _read_capped(descriptor: int, max_bytes: int) -> Optional[bytes]:
+    """The file's bytes, read in chunks (memory as the file needs it, not as ``max_bytes`` allows),
+    and closed; ``None`` past ``max_bytes`` (the file may grow while it is read) or on a read error
+    (a file of /proc that refuses, one with nothing to read yet)."""
+    chunks: List[bytes] = []
+    total = 0
+    try:
+        if os.fstat(descriptor).st_size > max_bytes:
+            return None
+        while True:
+            chunk = os.read(descriptor, min(_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                return None
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
 
 
 def _strip_newline(text: str) -> str:
