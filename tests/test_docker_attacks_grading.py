@@ -648,3 +648,59 @@ def test_a_hook_whose_bound_the_agent_defeats_is_reaped_and_the_next_grading_sco
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert (second.reward, second.masked) == (0.0, False), second  # was masked after 165 s
     assert took < 30 and time.monotonic() - started < 60, f"the next grading waited for the hook ({took:.0f} s)"
+
+
+# Red team 53: a root agent swaps its working directory for a link into /tests (`/workspace ->
+# /tests/expected`), made real beforehand so that the first exec starts there. Grading makes /tests
+# afresh, and the second exec (a task's own test.sh run as its [verifier].user) starts where the link
+# now leads: the task's golden files, compared with themselves. The verifier must not run there.
+GOLDEN_COMPARE = (
+    "if cmp -s answer.txt /tests/expected/answer.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+    "pwd -P\n"
+)
+
+
+@pytest.mark.parametrize("user", ["grader", "root"])
+def test_a_working_directory_made_a_link_into_tests_grades_nothing_there(docker_client, tmp_path, user):
+    from test_docker_attacks import attack
+
+    toml = f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'
+    task_dir = write(
+        tmp_path / "task",
+        {"task.toml": toml, "tests/test.sh": GOLDEN_COMPARE, "tests/expected/answer.txt": "golden-53\n"},
+    )
+
+    async def before(sandbox: Any) -> None:
+        swapped = await sandbox.exec(
+            "rm -rf /workspace && mkdir -p /tests/expected && ln -s /tests/expected /workspace", user="root"
+        )
+        assert swapped.return_code == 0, swapped
+
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"answer.txt": "wrong\n"}), before=before)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert "leads into /tests or /logs/verifier (a link): the verifier did not run" in outcome.stdout, outcome
+
+
+# The same agent, failing its task, removes its working directory instead: every grading exec started
+# there, so none could start, and the sample was masked (sandbox_error), a wrong answer's 0 with it.
+@pytest.mark.parametrize("user", ["grader", "root"])
+@pytest.mark.parametrize(
+    "how", ["rm -rf /workspace", "rm -rf /workspace && ln -s /nowhere /workspace", "chmod 700 /workspace"]
+)
+# (A folder closed to the verifier's user is entered by the engine as root, as under Harbor: graded.)
+def test_a_working_directory_removed_or_closed_scores_0_rather_than_masking(docker_client, tmp_path, user, how):
+    from test_docker_attacks import attack
+
+    toml = f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+
+    async def before(sandbox: Any) -> None:
+        assert (await sandbox.exec(how, user="root")).return_code == 0
+
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before)
+    if how.startswith("chmod"):
+        assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+        return
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    said = outcome.stdout if user == "root" else outcome.detail  # the admin's exec says it; else the host
+    assert "the working directory /workspace is gone: the verifier did not run" in said, outcome

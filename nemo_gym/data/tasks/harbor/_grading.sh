@@ -212,10 +212,43 @@ handover() {
   esac
 }
 
+# Whether the working directory is one of the folders given or inside one: by device and inode,
+# from "." up, builtins only (no path is resolved twice, nothing is entered). A folder above it this
+# user cannot search ends the walk: the verifier could not read its workspace either.
+within() {
+  local up=. folder
+  while [ -e "$up" ]; do
+    for folder; do [ "$up" -ef "$folder" ] && return 0; done
+    [ "$up" -ef / ] && return 1
+    up=$up/..
+  done
+  return 1
+}
+
 run() {
-  local up held=() entry launcher=()
+  local up held=() entry launcher=() refused=""
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
     || fail 92 "cannot create $LOGS/test-stdout.txt"
+  # The admin's exec starts in / and enters the task's working directory here, after prepare: one the
+  # agent removed scores 0 rather than failing the exec (a mask on the agent's demand; the host asks
+  # after a verifier's user's exec that could not start there), and a link the agent made of it is
+  # followed once, here. Into the folders grading makes afresh (/app -> /tests/expected), verify would
+  # read the answers as the agent's work (red team 53). Where the task names its working directory
+  # there, it is the task's.
+  if [ "$ENTER" = 1 ] && ! cd -P -- "$WORKDIR" 2>/dev/null; then
+    refused="the working directory $WORKDIR is gone"
+  elif [ -n "$WORKDIR" ]; then
+    case "$WORKDIR/" in
+      "$TESTS"/* | "$LOGS"/*) ;;
+      *) within "$TESTS" "$LOGS" && refused="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
+    esac
+  fi
+  if [ -n "$refused" ]; then
+    echo "$refused: the verifier did not run" >&4
+    run_started=0 elapsed=0
+    exec 4>&-
+    return 0
+  fi
   # The variables this exec set empty (grading's own programs must not load what they name) reach
   # the verifier with their own values: test.sh's environment holds them, or, for the shim, the
   # runner sets them once it has switched users and sealed itself.
