@@ -167,3 +167,24 @@ def test_a_sign_before_a_number_survives_ignore_punctuation(sign, between, numbe
     # never matches the unsigned one.
     assert not exact_match(sign + between + number, between + number, ignore_punctuation=True)
     assert not exact_match(between + number, sign + between + number, ignore_punctuation=True)
+
+
+def test_collapse_whitespace_splits_where_str_split_does_and_costs_no_object_per_word():
+    # Red team 52's note: " ".join(text.split()) made an object per word, 20 times the text's size for a
+    # response of short words. The pattern must split exactly where str.split() does.
+    import sys
+    import tracemalloc
+
+    # U+1680, the Ogham space mark, is drawn as a dash: it folds to "-" first (_INVISIBLE).
+    spaces = [chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace() and code != 0x1680]
+    for space in spaces:
+        assert exact_match(f"new{space}{space}york", "new york", collapse_whitespace=True), hex(ord(space))
+    assert not exact_match("new\u200byork", "new york", collapse_whitespace=True)  # no space: dropped
+    text = "ab " * 1_000_000
+    tracemalloc.start()
+    try:
+        assert not exact_match(text, "ab", collapse_whitespace=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * len(text), f"{peak / len(text):.1f} times the text's size"
