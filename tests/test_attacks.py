@@ -69,12 +69,13 @@ def verify(
     wrap: Optional[Callable[[LocalSandbox], Any]] = None,
     after: Optional[Callable[[LocalSandbox], None]] = None,
     plan: Optional[VerificationPlan] = None,
+    workdir: Optional[str] = None,
     **options: Any,
 ) -> VerificationOutcome:
     plan = plan or plan_verification(load_task(task_dir), **options)
 
     async def run() -> VerificationOutcome:
-        async with LocalSandbox(workspace, env=sandbox_env, mounts=mounts) as sandbox:
+        async with LocalSandbox(workspace, env=sandbox_env, mounts=mounts, workdir=workdir) as sandbox:
             # Bounded: an attack that hangs the verification fails its test rather than the suite.
             outcome = await asyncio.wait_for(run_verification(plan, wrap(sandbox) if wrap else sandbox), 300)
             if after is not None:

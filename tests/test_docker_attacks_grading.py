@@ -687,7 +687,6 @@ def test_a_working_directory_made_a_link_into_tests_grades_nothing_there(docker_
 @pytest.mark.parametrize(
     "how", ["rm -rf /workspace", "rm -rf /workspace && ln -s /nowhere /workspace", "chmod 700 /workspace"]
 )
-# (A folder closed to the verifier's user is entered by the engine as root, as under Harbor: graded.)
 def test_a_working_directory_removed_or_closed_scores_0_rather_than_masking(docker_client, tmp_path, user, how):
     from test_docker_attacks import attack
 
@@ -698,9 +697,73 @@ def test_a_working_directory_removed_or_closed_scores_0_rather_than_masking(dock
         assert (await sandbox.exec(how, user="root")).return_code == 0
 
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before)
-    if how.startswith("chmod"):
+    if how.startswith("chmod") and user == "root":  # root enters it all the same
         assert (outcome.reward, outcome.masked) == (1.0, False), outcome
         return
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
-    said = outcome.stdout if user == "root" else outcome.detail  # the admin's exec says it; else the host
-    assert "the working directory /workspace is gone: the verifier did not run" in said, outcome
+    assert "the working directory /workspace is gone or closed to this user: the verifier did not run" in outcome.stdout
+
+
+# Red team 55: the verifier's user's exec still started in the working directory. A process the agent
+# left behind moved it away once prepare had handed /tests over, and back before the host asked whether it
+# was gone: the exec could not start, the folder was there, and the sample was masked.
+TOGGLER = r"""
+while [ "$(stat -c %u /tests 2>/dev/null)" != 1001 ]; do sleep 0.002; done
+mv /opt/w/ws /opt/w/ws.off; sleep 0.05; mv /opt/w/ws.off /opt/w/ws
+"""
+
+
+def test_a_working_directory_moved_away_between_the_execs_never_masks(docker_client, tmp_path):
+    from test_docker_attacks import attack, leave_behind
+
+    grade = 'if [ "$(cat /workspace/answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    toml = '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": grade})
+
+    async def before(sandbox: Any) -> None:
+        moved = "set -e; mkdir -p /opt/w; mv /workspace /opt/w/ws; ln -s /opt/w/ws /workspace; chown -R agent /opt/w"
+        assert (await sandbox.exec(moved, user="root")).return_code == 0
+        await leave_behind(sandbox, TOGGLER)
+
+    for _ in range(3):
+        outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"answer.txt": "41\n"}), before=before)
+        assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+# Red team 55: prepare made /logs root's with install, which follows a link: the agent's /logs -> /opt/a/x,
+# in a folder the agent owns, let a process it left behind rename /opt/a/x for its own folder holding
+# reward.json once prepare was done. A file at /logs failed prepare (a mask).
+SWAPPER = r"""
+exec 3>/workspace/answer.txt   # waits until test.sh opens the FIFO: prepare is over
+mv /opt/a/x /opt/a/x.old && mv /opt/a/evil /opt/a/x
+echo wrong >&3; exec 3>&-
+"""
+
+
+@pytest.mark.parametrize("user", ["grader", "root"])
+@pytest.mark.parametrize("logs", ["link", "file"])
+def test_a_logs_folder_the_agent_made_a_link_or_a_file_is_made_again(docker_client, tmp_path, user, logs):
+    from test_docker_attacks import attack, leave_behind
+
+    toml = f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'
+    task_dir = write(
+        tmp_path / "task",
+        {"task.toml": toml, "tests/test.sh": GOLDEN_COMPARE, "tests/expected/answer.txt": "golden-53\n"},
+    )
+
+    async def before(sandbox: Any) -> None:
+        if logs == "file":
+            assert (await sandbox.exec("rm -rf /logs && echo x > /logs", user="root")).return_code == 0
+            return
+        made = await sandbox.exec(
+            "set -e; mkdir -p /opt/a/x /opt/a/evil/verifier; "
+            "printf '{\"reward\": 1}' > /opt/a/evil/verifier/reward.json; chmod 777 /opt/a/evil/verifier; "
+            "chmod 644 /opt/a/evil/verifier/reward.json; chown -R agent /opt/a; rm -rf /logs; ln -s /opt/a/x /logs; "
+            "cd /workspace && rm -f answer.txt && mkfifo -m 644 answer.txt && chown agent answer.txt",
+            user="root",
+        )
+        assert made.return_code == 0, made
+        await leave_behind(sandbox, SWAPPER)
+
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"answer.txt": "wrong\n"}), before=before)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome

@@ -20,6 +20,10 @@ from test_attacks_review import NOBODY
 
 from nemo_gym.data.tasks.harbor.grading import _script
 
+# Where the workspace sits in the sandbox: the verifier's user enters it, which a test's tmp_path, under
+# root's 0700 pytest folder, would not let it do.
+WORKDIR = "/workspace"
+
 # The script's definitions (everything before its steps run), and no tool check that could exit.
 DEFINITIONS = _script().split("\nfor step in $STEPS")[0]
 
@@ -90,7 +94,7 @@ def test_the_output_copied_is_the_one_test_sh_wrote_not_a_replacement(tmp_path, 
     folder = task(tmp_path / "task", {"tests/test.sh": script, "task.toml": NOBODY})
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    outcome = verify(folder, workspace)
+    outcome = verify(folder, workspace, workdir=WORKDIR)
     assert (outcome.reward, outcome.masked) == (1.0, False), outcome
     assert outcome.stdout == output
 
@@ -129,7 +133,7 @@ def test_no_descriptor_grading_holds_reaches_test_sh_or_its_programs(tmp_path, u
     files = {"tests/test.sh": FD_PROBE, **({"task.toml": NOBODY} if user == "nobody" else {})}
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    outcome = verify(task(tmp_path / "task", files), workspace)
+    outcome = verify(task(tmp_path / "task", files), workspace, workdir=WORKDIR)
     assert (outcome.reward, outcome.masked) == (1.0, False), outcome
     listed = [line.split(" ", 2) for line in outcome.stdout.splitlines() if line.startswith(("sh ", "child "))]
     assert {who for who, _, _ in listed} == {"sh", "child"}, outcome.stdout

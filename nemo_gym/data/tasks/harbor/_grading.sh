@@ -109,8 +109,10 @@ quick_copy() {
 prepare() {
   local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
-  # be swapped for a symlink between the checks below and their use.
+  # be swapped for a symlink between the checks below and their use. A link there (install follows it,
+  # into a folder the agent may rename in) or a file is the agent's: gone first (red team 55).
   if [ -n "$parent" ]; then
+    if [ -L "$parent" ] || { [ -e "$parent" ] && [ ! -d "$parent" ]; }; then rm -f -- "$parent"; fi
     "${make_folder[@]}" -m 0755 -- "$parent" || fail 92 "cannot create $parent"
   fi
   # Made afresh where nothing in them must stay: a folder another user owned (the verifier's, in an
@@ -229,19 +231,21 @@ run() {
   local up held=() entry launcher=() refused=""
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
     || fail 92 "cannot create $LOGS/test-stdout.txt"
-  # The admin's exec starts in / and enters the task's working directory here, after prepare: one the
-  # agent removed scores 0 rather than failing the exec (a mask on the agent's demand; the host asks
-  # after a verifier's user's exec that could not start there), and a link the agent made of it is
-  # followed once, here. Into the folders grading makes afresh (/app -> /tests/expected), verify would
-  # read the answers as the agent's work (red team 53). Where the task names its working directory
-  # there, it is the task's.
-  if [ "$ENTER" = 1 ] && ! cd -P -- "$WORKDIR" 2>/dev/null; then
-    refused="the working directory $WORKDIR is gone"
-  elif [ -n "$WORKDIR" ]; then
-    case "$WORKDIR/" in
-      "$TESTS"/* | "$LOGS"/*) ;;
-      *) within "$TESTS" "$LOGS" && refused="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
-    esac
+  # The exec starts in / and enters the task's working directory here, after prepare: one the agent
+  # removed (or closed to the verifier's user) scores 0 rather than failing the exec's start, a mask
+  # on the agent's demand (even between two execs, red team 55), and a link the agent made of it is
+  # followed once, here. Into the folders grading makes afresh (/app -> /tests/expected), verify
+  # would read the answers as the agent's work (red team 53). Where the task names its working
+  # directory there, it is the task's.
+  if [ -n "$WORKDIR" ]; then
+    if ! cd -P -- "$WORKDIR" 2>/dev/null; then
+      refused="the working directory $WORKDIR is gone or closed to this user"
+    else
+      case "$WORKDIR/" in
+        "$TESTS"/* | "$LOGS"/*) ;;
+        *) within "$TESTS" "$LOGS" && refused="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
+      esac
+    fi
   fi
   if [ -n "$refused" ]; then
     echo "$refused: the verifier did not run" >&4

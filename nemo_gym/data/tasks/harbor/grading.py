@@ -108,8 +108,7 @@ class GradingSteps:
     piped: bool = False  # the staged files come as a tar on stdin, the results go as one to stdout
     archive: str = ""  # the uploaded tar, for a sandbox without archive calls
     out_tar: str = ""  # the results as one tar to download, likewise
-    workdir: str = ""  # the task's working directory, as it names it
-    enter: bool = False  # the exec starts in /, and run enters the working directory itself
+    workdir: str = ""  # the task's working directory, which run enters (the exec starts in /)
 
 
 def grading_command(steps: GradingSteps) -> str:
@@ -140,7 +139,6 @@ def grading_command(steps: GradingSteps) -> str:
         "OUT_TAR": steps.out_tar,
         "KEEP_TESTS": "1" if steps.keep_tests else "0",
         "WORKDIR": steps.workdir.rstrip("/") or ("/" if steps.workdir else ""),
-        "ENTER": "1" if steps.enter else "0",
         "DONE": DONE_MARKER.decode("ascii") if steps.piped else "",
     }
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]

@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import secrets
-import shlex
 import tempfile
 import time
 import weakref
@@ -51,13 +50,7 @@ from nemo_gym.data.tasks.harbor.grading import (
 )
 from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
-from nemo_gym.data.tasks.harbor.rewards import (
-    MISSING_REWARD,
-    TIMEOUT_DETAIL,
-    UNREADABLE,
-    VERIFIER_TIMEOUT,
-    reward_from_files,
-)
+from nemo_gym.data.tasks.harbor.rewards import TIMEOUT_DETAIL, UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     ExecTimeout,
@@ -681,10 +674,10 @@ class _Grading:
         untouched = not self.by_admin or (steps.handover == HANDOVER_READ and not names_root(self.verifier))
         first = await self._exec(
             lambda: sandbox.exec_piped(
-                grading_command(replace(steps, enter=True)),
+                grading_command(steps),
                 self.archive(piped=True),
                 stdout_limit=MAX_RESULTS_BYTES,
-                cwd="/",  # run enters the working directory itself (_grading.sh)
+                cwd="/",  # run enters the working directory itself (_grading.sh), after prepare
                 env=self.env,
                 user=sandbox.admin_user,
                 timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
@@ -701,15 +694,13 @@ class _Grading:
                     grading_command(replace(steps, steps=("run", "finish"))),
                     b"",
                     stdout_limit=MAX_RESULTS_BYTES,
-                    cwd=sandbox.workdir,  # entered by the engine as root, as under Harbor
+                    cwd="/",
                     env=self.env,
                     user=self.verifier,
                     timeout_s=self.run_limit,
                     clean_shell=True,
                 )
             )
-        if ran is not first:
-            await self._stop_where_no_workdir(ran.return_code)
         # Only a failure to start puts text on stdout (the engine's own message): the script's go to stderr.
         _check_exit(ran.return_code, ran.stdout[-4096:].decode(errors="replace") + ran.stderr)
         results = bytes(ran.stdout)
@@ -737,7 +728,7 @@ class _Grading:
                 raise _Stopped(masked(reason, f"staging /tests failed: {_describe(error)}")) from error
             ran = await self._exec(
                 lambda: sandbox.exec(
-                    grading_command(replace(steps, enter=True)),
+                    grading_command(steps),
                     cwd="/",
                     env=self.env,
                     user=sandbox.admin_user,
@@ -749,14 +740,13 @@ class _Grading:
                 ran = await self._exec(
                     lambda: sandbox.exec(
                         grading_command(replace(steps, steps=("run", "finish"), archive="")),
-                        cwd=sandbox.workdir,
+                        cwd="/",
                         env=self.env,
                         user=self.verifier,
                         timeout_s=self.run_limit,
                         clean_shell=True,
                     )
                 )
-                await self._stop_where_no_workdir(ran.return_code)
             _check_exit(ran.return_code, ran.stdout + ran.stderr)
             if archives:
                 return read_collected(await sandbox.get_archive(steps.out_dir, limit=MAX_RESULTS_BYTES))
@@ -765,26 +755,6 @@ class _Grading:
             if local_results.stat().st_size > MAX_RESULTS_BYTES:
                 raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
             return read_collected(local_results.read_bytes())
-
-    async def _stop_where_no_workdir(self, return_code: int) -> None:
-        """A verifier's user's exec starts in the working directory, which the engine enters: one the
-        agent removed (or made a link to nowhere) keeps it from starting. That scores 0, as in the
-        admin's exec (``_grading.sh``'s run), never a mask on the agent's demand."""
-        if return_code == 0:
-            return
-        sandbox: Any = self.sandbox
-        probe = await self._exec(
-            lambda: sandbox.exec(
-                f"cd -P -- {shlex.quote(sandbox.workdir)}",
-                cwd="/",
-                user=sandbox.admin_user,
-                timeout_s=HOUSEKEEPING_TIMEOUT_SEC,
-                clean_shell=True,
-            )
-        )
-        if probe.return_code != 0:
-            detail = f"the working directory {sandbox.workdir} is gone: the verifier did not run"
-            raise _Stopped(VerificationOutcome(reward=0.0, failure_kind=MISSING_REWARD, detail=detail))
 
     async def _exec(self, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
