@@ -733,7 +733,7 @@ def test_a_working_directory_moved_away_between_the_execs_never_masks(docker_cli
 # Red team 55: prepare made /logs root's with install, which follows a link: the agent's /logs -> /opt/a/x,
 # in a folder the agent owns, let a process it left behind rename /opt/a/x for its own folder holding
 # reward.json once prepare was done. A file at /logs failed prepare (a mask).
-SWAPPER = r"""
+LOGS_SWAPPER = r"""
 exec 3>/workspace/answer.txt   # waits until test.sh opens the FIFO: prepare is over
 mv /opt/a/x /opt/a/x.old && mv /opt/a/evil /opt/a/x
 echo wrong >&3; exec 3>&-
@@ -763,7 +763,7 @@ def test_a_logs_folder_the_agent_made_a_link_or_a_file_is_made_again(docker_clie
             user="root",
         )
         assert made.return_code == 0, made
-        await leave_behind(sandbox, SWAPPER)
+        await leave_behind(sandbox, LOGS_SWAPPER)
 
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"answer.txt": "wrong\n"}), before=before)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
