@@ -421,3 +421,18 @@ def test_an_absolute_path_under_a_bytes_workspace_is_the_authors_value_error(wor
     with pytest.raises(ValueError, match="path must be relative to the workspace"):
         read_text(os.fsencode(workspace), "/etc/passwd")
     assert read_text(os.fsencode(workspace), "answer.txt") == "42"
+
+
+def test_without_o_path_links_are_looked_at_by_name_and_nothing_blocks(workspace, monkeypatch):
+    """Where the system has no O_PATH (not Linux), a step opens each part plainly, without waiting on a
+    FIFO, and a link (which that open refuses) is read by its name: the same answers, here on Linux."""
+    from nemo_gym.verifiers import files
+
+    monkeypatch.setattr(files, "_O_PATH", 0)
+    monkeypatch.setattr(files, "_STEP_FLAGS", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    assert read_text(workspace, "sub/link-up") == "42"
+    assert read_text(workspace, "link-in") == "42"
+    assert read_text(workspace, "link-out") is None
+    assert read_text(workspace, "dir-out/secret.txt") is None
+    assert read_text(workspace, "fifo") is None
+    assert read_text(workspace, "dangling") is None

@@ -8,6 +8,7 @@ dropped it would be a 1).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Optional
@@ -266,3 +267,44 @@ def test_a_filled_logs_folder_is_looked_at_only_so_far(tmp_path):
     )
     assert ran.returncode == 0, ran
     assert ran.stdout.decode().strip() == "skipped 901", ran  # 1,000 looked at: 100 kept, 899 over the cap, +1
+
+
+@pytest.mark.parametrize(
+    "made, named, refused",
+    [
+        ("folder", "/ws", ""),
+        ("link into tests", "/ws", "leads into"),
+        ("link into logs", "/ws", "leads into"),
+        ("link to a link into tests", "/ws", "leads into"),
+        ("missing", "/ws", "is gone"),
+        ("link to nowhere", "/ws", "is gone"),
+        ("folder", "/tests/work", ""),  # the task names it there: the task's choice
+    ],
+)
+def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_folders(tmp_path, made, named, refused):
+    """Red teams 53 and 55, grading's decision alone: the agent's link from its working directory into
+    /tests or /logs/verifier (made afresh by prepare: the answers) is refused, one that is gone too."""
+    tests, logs = tmp_path / "tests", tmp_path / "logs" / "verifier"
+    (tests / "expected").mkdir(parents=True)
+    (tests / "work").mkdir()
+    (logs / "sub").mkdir(parents=True)
+    workdir = tmp_path / named.lstrip("/")
+    if made == "folder":
+        workdir.mkdir(exist_ok=True)
+    elif made == "link into tests":
+        workdir.symlink_to(tests / "expected")
+    elif made == "link into logs":
+        workdir.symlink_to(logs / "sub")
+    elif made == "link to a link into tests":
+        (tmp_path / "hop").symlink_to(tests)
+        workdir.symlink_to(tmp_path / "hop" / "expected")
+    elif made == "link to nowhere":
+        workdir.symlink_to(tmp_path / "nowhere")
+    script = f'{DEFINITIONS}\nenter_workdir; printf "%s|%s" "$REPLY" "$(pwd -P)"\n'
+    env = {"PATH": "/usr/bin:/bin", "TESTS": str(tests), "LOGS": str(logs), "WORKDIR": str(workdir)}
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
+    reply, where = ran.stdout.split("|")
+    if refused:
+        assert refused in reply and str(workdir) in reply, ran
+    else:
+        assert reply == "" and where == os.path.realpath(workdir), ran

@@ -227,28 +227,31 @@ within() {
   return 1
 }
 
+# Enters the task's working directory, after prepare (the exec starts in /); else says why not in
+# REPLY. One the agent removed (or closed to the verifier's user) scores 0 rather than failing the
+# exec's start, a mask on the agent's demand (even between two execs, red team 55), and a link the
+# agent made of it is followed once, here. Into the folders grading makes afresh (/app ->
+# /tests/expected), verify would read the answers as the agent's work (red team 53). Where the task
+# names its working directory there, it is the task's.
+enter_workdir() {
+  REPLY=""
+  if ! cd -P -- "$WORKDIR" 2>/dev/null; then
+    REPLY="the working directory $WORKDIR is gone or closed to this user"
+  else
+    case "$WORKDIR/" in
+      "$TESTS"/* | "$LOGS"/*) ;;
+      *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
+    esac
+  fi
+  [ -z "$REPLY" ]
+}
+
 run() {
-  local up held=() entry launcher=() refused=""
+  local up held=() entry launcher=()
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
     || fail 92 "cannot create $LOGS/test-stdout.txt"
-  # The exec starts in / and enters the task's working directory here, after prepare: one the agent
-  # removed (or closed to the verifier's user) scores 0 rather than failing the exec's start, a mask
-  # on the agent's demand (even between two execs, red team 55), and a link the agent made of it is
-  # followed once, here. Into the folders grading makes afresh (/app -> /tests/expected), verify
-  # would read the answers as the agent's work (red team 53). Where the task names its working
-  # directory there, it is the task's.
-  if [ -n "$WORKDIR" ]; then
-    if ! cd -P -- "$WORKDIR" 2>/dev/null; then
-      refused="the working directory $WORKDIR is gone or closed to this user"
-    else
-      case "$WORKDIR/" in
-        "$TESTS"/* | "$LOGS"/*) ;;
-        *) within "$TESTS" "$LOGS" && refused="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
-      esac
-    fi
-  fi
-  if [ -n "$refused" ]; then
-    echo "$refused: the verifier did not run" >&4
+  if ! enter_workdir; then
+    echo "$REPLY: the verifier did not run" >&4
     run_started=0 elapsed=0
     exec 4>&-
     return 0

@@ -108,7 +108,7 @@ class GradingSteps:
     piped: bool = False  # the staged files come as a tar on stdin, the results go as one to stdout
     archive: str = ""  # the uploaded tar, for a sandbox without archive calls
     out_tar: str = ""  # the results as one tar to download, likewise
-    workdir: str = ""  # the task's working directory, which run enters (the exec starts in /)
+    workdir: str = "/"  # the task's working directory, which run enters (the exec starts in /)
 
 
 def grading_command(steps: GradingSteps) -> str:
@@ -138,7 +138,7 @@ def grading_command(steps: GradingSteps) -> str:
         "ARCHIVE": steps.archive,
         "OUT_TAR": steps.out_tar,
         "KEEP_TESTS": "1" if steps.keep_tests else "0",
-        "WORKDIR": steps.workdir.rstrip("/") or ("/" if steps.workdir else ""),
+        "WORKDIR": steps.workdir.rstrip("/") or "/",
         "DONE": DONE_MARKER.decode("ascii") if steps.piped else "",
     }
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
