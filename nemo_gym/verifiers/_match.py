@@ -36,39 +36,78 @@ _INVISIBLE = str.maketrans(
     }
 )
 # Under ignore_punctuation: every percent sign (%, per mille, per ten thousand, the Arabic ones,
-# the full-width and small forms) stays, and so does a dash a reader takes for a minus before a number
-# (those _INVISIBLE leaves as they are, kept as written): 5 % is not 5, and a Hebrew maqaf before 5 is
-# not 5.
+# the full-width and small forms) stays: 5 % is not 5.
 _PERCENT_SIGNS = "%\u0609\u060a\u066a\u2030\u2031\ufe6a\uff05"
+# Dashes a reader takes for a minus that are not Unicode dashes (Pd): a Hebrew maqaf before 5 is not 5.
 _MINUS_LIKE = "\u058a\u05be\u1400\u1806\u2027\u2043\u2053\u2e17\u2e1a\u2e40\u2e43\u2e5d\u301c\u3030\u30a0\U00010ead"
-_SIGN = f"[-+{_MINUS_LIKE}]"
+_SLASHES = "/\uff0f"  # a fraction's bar when a number stands by it (1/x is not 1x); U+2044 and U+2215 are symbols
+# The minus sign proper (U+2212) is no hyphen: under ignore_punctuation it is folded to "-" only after
+# the marks are dropped, so n\u2212k stays apart from nk, where an ASCII n-k (a hyphen?) does not.
+_MINUS_SIGN = "\u2212"
+_INVISIBLE_BUT_MINUS = {code: fold for code, fold in _INVISIBLE.items() if code != ord(_MINUS_SIGN)}
 _PATTERNS = Patterns(
-    # Numbers keep their sign and the marks between their digits under ignore_punctuation: -5 is not
-    # 5, .5 is not 5, 1/2 is not 12, 10:30 is not 1030. A sign up to four marks or spaces before a
-    # number stays (- 5, -$5, -(5) are not 5 or $5), and so does one that starts a word of anything
-    # but spaces (-\frac{1}{2}, -½, -x: red team 50), never a hyphen inside a word (x-ray) or a dash
-    # before a space. The look-ahead is bounded, and a run of marks between digits is taken once, so
-    # a long run costs linear time; a sign further away (-(((((5))))) is dropped.
-    number_or_punctuation=f"({_SIGN}?"
-    + r"(?:\d+|\.\d+)(?:[^\w\s]+\d+)*|"
-    + f"{_SIGN}"
-    + r"(?=[^\w]{0,4}\d)|(?<!\w)"
-    + f"{_SIGN}"
-    + r"(?=\S))|([^\w\s])",
-    article=r"(?i)\b(?:a|an|the)\b\s*",
+    # A run of marks and spaces holding at least one mark, whole: its start is never inside a run of
+    # spaces (the look-behind), so a long run of spaces costs linear time.
+    marks=r"(?<!\s)\s*[^\w\s][^\w]*",
+    # An article before another word, but one of a single character: "A, B" and "Hepatitis A" keep
+    # their A (a hedge across options, a name), "a cat" loses it.
+    article=r"(?i)\b(?:a|an|the)\s+(?=\w)(?!\w\b)",
 )
 
 
 def _strip_punctuation(text: str) -> str:
+    """``text`` without its punctuation, except where it belongs to a number (the contract: it never
+    touches numbers). In each run of marks and spaces, between the word characters ``left`` and
+    ``right`` (``""`` at an end):
+
+    - spaces, percent signs and anything that is not punctuation (``+``, ``=``, ``$``, the minus sign
+      U+2212) stay;
+    - a run between two digits with no space in it stays whole: ``1/2``, ``3.14``, ``10:30``;
+    - a point just before a digit stays: ``.5``;
+    - a dash or a slash stays where a number is its operand: a digit (any numeric character) just
+      left of the run, or right of it, or a LaTeX command (``\\``) or a math or currency symbol after
+      it in the run: ``2-i``, ``2/x``, ``- 5``, ``-     5``, ``- ((5``, ``- \\frac12``, ``- \u00bd``;
+    - a dash also stays as the sign of what it touches: ``-x``, ``-(x)``, never one inside a word
+      (``x-ray``, ``well-known``) or one before a space (``Paris - France``, a list's ``- Paris``);
+    - any other punctuation is dropped (``Paris.``, ``U.S.A.``, ``5!``: a factorial is lost, as is a
+      prime ``f'``: ``ignore_punctuation`` is for answers in words).
+    """
     import unicodedata  # on first use: it costs start-up time
 
-    def keep_numbers(match: Match[str]) -> str:
-        if match.group(1) is not None:
-            return match.group(1)
-        mark = match.group(2)
-        return "" if mark not in _PERCENT_SIGNS and unicodedata.category(mark).startswith("P") else mark
+    def operator(c: str) -> bool:  # a mark that may stand between a number and its operand
+        return c in _SLASHES or c in _MINUS_LIKE or unicodedata.category(c) == "Pd"
 
-    return _PATTERNS.number_or_punctuation.sub(keep_numbers, text)
+    def keep(match: Match[str]) -> str:
+        run, start, end = match.group(), match.start(), match.end()
+        left = text[start - 1] if start else ""
+        right = text[end] if end < len(text) else ""
+        if left.isdecimal() and right.isdecimal() and not any(c.isspace() for c in run):
+            return run
+        numeric_left = left.isnumeric()
+        last_operand = -1  # the last place in the run that starts a number's operand (\\frac, \u221a, $)
+        if not numeric_left and any(operator(c) for c in run):
+            for j in range(len(run) - 1, -1, -1):
+                if run[j] == "\\" or unicodedata.category(run[j]) in ("Sm", "Sc"):
+                    last_operand = j
+                    break
+        numeric_right = right.isnumeric()
+
+        def stays(j: int, c: str) -> bool:
+            if c.isspace() or c in _PERCENT_SIGNS or unicodedata.category(c)[0] != "P":
+                return True
+            if c == ".":
+                return j == len(run) - 1 and right.isdecimal()  # .5
+            if not operator(c):
+                return False
+            if numeric_left or numeric_right or last_operand > j:
+                return True
+            # A sign touching what follows (-x, -(x)), never a hyphen inside a word or a dash before a space.
+            after = run[j + 1] if j + 1 < len(run) else right
+            return c not in _SLASHES and (j > 0 or not left) and after != "" and not after.isspace()
+
+        return "".join([c for j, c in enumerate(run) if stays(j, c)])
+
+    return _PATTERNS.marks.sub(keep, text)
 
 
 def _normalize(
@@ -83,12 +122,13 @@ def _normalize(
     if not text.isascii():  # ASCII text is in every normal form already
         import unicodedata  # on first use: it costs start-up time
 
-        text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE)  # type: ignore[arg-type]
+        folds = _INVISIBLE_BUT_MINUS if ignore_punctuation else _INVISIBLE
+        text = unicodedata.normalize(unicode_form, text).translate(folds)  # type: ignore[arg-type]
     text = text.strip()
     if ignore_case:
         text = text.casefold()
     if ignore_punctuation:
-        text = _strip_punctuation(text)
+        text = _strip_punctuation(text).replace(_MINUS_SIGN, "-")
     if remove_articles:
         text = _PATTERNS.article.sub("", text)
     if collapse_whitespace:
@@ -124,10 +164,11 @@ def exact_match(
     Always: both ends stripped, Unicode ``unicode_form`` (``"NFC"``, or ``"NFKC"`` on request),
     typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
     spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
-    ``ignore_punctuation`` (numbers keep their sign and the marks between their digits, and percent
-    signs stay: ``-5``, ``- 5``, ``-$5``, ``.5``, ``5%`` and ``5 %`` stay distinct from ``5`` and
-    ``$5``, ``1/2`` from ``12``; a sign stays up to four marks or spaces before its number),
-    ``remove_articles`` (English a/an/the). ``actual`` is a ``str`` or an ``int``; anything else
+    ``ignore_punctuation`` (numbers keep their sign, at any distance, and the marks between their
+    digits, a dash or a slash by a number stays, and percent signs stay: ``-5``, ``- 5``, ``-$5``,
+    ``.5``, ``5%`` and ``5 %`` stay distinct from ``5`` and ``$5``, ``1/2`` from ``12``, ``2-i`` from
+    ``2i``; see ``_strip_punctuation``), ``remove_articles`` (English a/an/the before another word of
+    more than one character: ``A, B`` keeps its ``A``). ``actual`` is a ``str`` or an ``int``; anything else
     is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
     """
     if unicode_form not in _UNICODE_FORMS:
