@@ -144,6 +144,115 @@ def test_usage_errors_exit_2(args: List[str], message):
     assert result.stderr.startswith("usage: gym-harbor verify ") and "gym-harbor verify: error: " in result.stderr
 
 
+@pytest.mark.parametrize(
+    "place", ["/tests", "/tests/data", "/logs/verifier", "/logs/verifier/x", "/", "/workspace", "/workspace/"]
+)
+def test_a_mount_where_grading_or_the_workspace_goes_is_a_usage_error_and_the_host_folder_is_kept(tmp_path, place):
+    # Red team 57: --mount DIR:/tests (or /logs/verifier) bound DIR where grading empties the folder:
+    # the host's files were lost (the task folder itself, given as DIR). At the working directory it hid
+    # the workspace (a silent 0).
+    precious = write_files(tmp_path / "precious", {"notes.txt": "mine\n"})
+    result = gym("verify", "examples/answer-file", "--mount", f"{precious}:{place}")
+    assert result.returncode == 2, result.stderr
+    assert f"--mount {precious}:{place}: the sandbox path " in result.stderr
+    assert sorted(os.listdir(precious)) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("place", ["/tests", "/logs/verifier/x", "/app", "/"])
+def test_the_sandboxes_refuse_such_a_mount_themselves(tmp_path, place):
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox, SandboxError
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    precious = write_files(tmp_path / "precious", {"notes.txt": "mine\n"})
+    workspace = write_files(tmp_path / "workspace", {})
+    with pytest.raises(SandboxError, match=f"the mount {precious}:{place} is refused: the sandbox path "):
+        LocalSandbox(workspace, workdir="/app", mounts={place: precious})
+    with pytest.raises(SandboxError, match=f"the mount {precious}:{place} is refused: the sandbox path "):
+        DockerSandbox("any:image", workspace=workspace, workdir="/app", mounts={place: precious}, client=object())
+    assert sorted(os.listdir(precious)) == ["notes.txt"]
+
+
+def test_a_mount_elsewhere_and_artifacts_still_go_in(tmp_path):
+    data = write_files(tmp_path / "data", {"notes.txt": "mine\n"})
+    artifacts = write_files(tmp_path / "artifacts", {"a.txt": "a\n"})
+    result = gym("verify", "examples/answer-file", "--mount", f"{data}:/data", "--artifacts", str(artifacts))
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+
+
+def test_init_where_no_folder_can_be_made_is_one_sentence(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    result = gym("init", str(tmp_path / "a-file" / "task"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        result.stderr.strip()
+        == f"gym-harbor: {tmp_path / 'a-file' / 'task'}: cannot write a task there (Not a directory: {tmp_path / 'a-file' / 'task'})"
+    )
+
+
+def test_logs_out_that_is_a_file_is_a_usage_error_before_the_run(tmp_path):
+    # Red team 57: the whole verification ran, then --logs-out FILE ended in a FileExistsError traceback.
+    (tmp_path / "a-file").write_text("kept")
+    result = gym("verify", "examples/answer-file", "--logs-out", str(tmp_path / "a-file"))
+    assert result.returncode == 2 and f"--logs-out {tmp_path / 'a-file'}: not a folder" in result.stderr
+    assert (tmp_path / "a-file").read_text() == "kept"
+    result = gym("verify", "examples/answer-file", "--logs-out", str(tmp_path / "a-file" / "logs"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot write the verifier's files (Not a directory" in result.stderr
+
+
+def test_a_fifo_or_a_bom_in_the_tasks_files_is_one_sentence_and_never_hangs(tmp_path):
+    # Red team 57: a FIFO at task_data.json hung verify (and it took SIGKILL to stop); a BOM in
+    # task.toml gave TOML's "Invalid statement" with no word of the BOM.
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    (task / "task_data.json").unlink()
+    os.mkfifo(task / "task_data.json")
+    result = subprocess.run(
+        [sys.executable, "-m", "nemo_gym.data.tasks.harbor", "verify", str(task)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and "task_data.json: cannot read task_data" in result.stderr
+    assert "not a regular file" in result.stderr
+    (task / "task_data.json").unlink()
+    (task / "task.toml").write_bytes(b"\xef\xbb\xbf" + (EXAMPLES / "answer-file" / "task.toml").read_bytes())
+    result = gym("check", str(task))
+    assert "task.toml: error: not valid TOML (it starts with a byte order mark" in result.stdout + result.stderr
+
+
+def test_a_verifier_py_that_is_a_folder_is_said_to_be_one(tmp_path):
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    (task / "tests" / "verifier.py").unlink()
+    (task / "tests" / "verifier.py").mkdir()
+    result = gym("verify", str(task))
+    assert result.returncode == 1
+    assert f"({task / 'tests' / 'verifier.py'} is not a regular file)" in result.stderr, result.stderr
+
+
+def test_a_task_that_cannot_be_staged_fails_alone_naming_its_file(tmp_path):
+    # Red team 57: tests/verifier.py linked out of one task's folder stopped `dataset validate` for every
+    # task, with a message that named no task, no JSON, and only a warning from `check`.
+    outside = tmp_path / "outside.py"
+    outside.write_text((EXAMPLES / "answer-file" / "tests" / "verifier.py").read_text())
+    for name in ("bad", "good"):
+        shutil.copytree(EXAMPLES / "answer-file", tmp_path / "ds" / name)
+    (tmp_path / "ds" / "bad" / "tests" / "verifier.py").unlink()
+    (tmp_path / "ds" / "bad" / "tests" / "verifier.py").symlink_to(outside)
+    named = f"{tmp_path / 'ds' / 'bad' / 'tests' / 'verifier.py'} is a symlink leading out of the task folder"
+    result = gym("dataset", "validate", str(tmp_path / "ds"), "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    tasks = {task["task_id"]: task for task in report["tasks"]}
+    assert tasks["good"]["passed"] and not tasks["bad"]["passed"] and named in tasks["bad"]["error"]
+    result = gym("check", str(tmp_path / "ds"))
+    assert (
+        result.returncode == 1
+        and f"{tmp_path / 'ds' / 'bad' / 'tests'}: error: cannot be staged: {named}" in result.stdout
+    )
+
+
 def _bad_task(tmp_path: Path, toml: str) -> Path:
     (tmp_path / "tests").mkdir(exist_ok=True)
     (tmp_path / "tests" / "verifier.py").write_text("def verify():\n    return 1\n")

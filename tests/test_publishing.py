@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,52 @@ def test_publishing_twice_gives_identical_bytes(tmp_path):
         assert (first / name).stat().st_mode == (second / name).stat().st_mode
     with pytest.raises(PublishError, match="already exists"):
         publish_for_harbor(dataset, first)
+
+
+def test_publishing_into_a_link_or_under_a_file_is_one_sentence_and_writes_nothing(tmp_path):
+    # Red team 57: a link as OUT (dangling, or to an empty folder) and OUT under a file each ended in
+    # a bare traceback (NotADirectoryError, FileExistsError).
+    dataset = write(tmp_path / "ds", GOOD)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "to-empty").symlink_to("empty")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    (tmp_path / "a-file").write_text("x")
+    for out, message in (
+        ("to-empty", "is a link; publish into a new folder"),
+        ("dangling", "is a link; publish into a new folder"),
+        ("a-file/out", "cannot write there (File exists"),
+    ):
+        with pytest.raises(PublishError, match=re.escape(f"{tmp_path / out}: {message}")):
+            publish_for_harbor(dataset, tmp_path / out)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "dangling", "ds", "empty", "to-empty"]
+    assert not any((tmp_path / "empty").iterdir())
+
+
+def test_publishing_inside_the_dataset_is_refused(tmp_path):
+    # Red team 57: a copy published into a task's tests/ was staged with that task on every later run.
+    dataset = write(tmp_path / "ds", GOOD)
+    with pytest.raises(PublishError, match="is inside the dataset .*; publish outside it"):
+        publish_for_harbor(dataset, dataset / "good" / "tests" / "pub")
+    with pytest.raises(PublishError, match="is inside the dataset"):
+        publish_for_harbor(dataset / "good", dataset / "good" / "pub")
+    assert not (dataset / "good" / "tests" / "pub").exists() and not (dataset / "good" / "pub").exists()
+
+
+def test_a_published_folder_has_the_umasks_mode_or_the_given_empty_folders(tmp_path):
+    # Red team 57: mkdtemp's 0700 made the copy unreadable to any other user (Harbor run as another).
+    import os
+
+    dataset = write(tmp_path / "ds", GOOD)
+    old = os.umask(0o022)
+    try:
+        publish_for_harbor(dataset, tmp_path / "new")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new").stat().st_mode & 0o7777 == 0o755
+    (tmp_path / "given").mkdir(mode=0o750)
+    (tmp_path / "given").chmod(0o750)
+    publish_for_harbor(dataset, tmp_path / "given")
+    assert (tmp_path / "given").stat().st_mode & 0o7777 == 0o750
 
 
 def test_what_a_published_task_holds(tmp_path):

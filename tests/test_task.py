@@ -98,6 +98,14 @@ BAD = [
      '[steps.verifier.environment]\ndocker_image = "x"\n', "steps[0].verifier.environment_mode = 'shared' beside"),
     ("workdir-relative", '[environment]\nworkdir = "app"\n', "environment.workdir must be an absolute path"),
     ("workdir-int", "[environment]\nworkdir = 3\n", "environment.workdir must be a string"),
+    # Red team 57: grading makes /tests and /logs/verifier afresh every run; an agent's working directory
+    # there (or above them) lost the agent's work, and `verify --in-place` the task folder itself.
+    ("workdir-tests", '[environment]\nworkdir = "/tests"\n', "environment.workdir = '/tests' is under /tests, which belongs"),
+    ("workdir-under-tests", '[environment]\nworkdir = "/tests/app"\n', "'/tests/app' is under /tests"),
+    ("workdir-logs", '[environment]\nworkdir = "/logs"\n', "'/logs' holds /logs/verifier"),
+    ("workdir-verifier-logs", '[environment]\nworkdir = "/logs/verifier/"\n', "is under /logs/verifier"),
+    ("workdir-root", '[environment]\nworkdir = "/"\n', "environment.workdir = '/' holds /tests"),
+    ("workdir-dotted", '[environment]\nworkdir = "/app/../tests"\n', "is under /tests"),
     ("image-int", "[environment]\ndocker_image = 3\n", "environment.docker_image must be a string"),
     ("environment-env-int", "[environment]\nenv = { A = 1 }\n", "environment.env.A must be a string"),
     ("collect-not-array", '[verifier]\ncollect = "x"\n', "verifier.collect must be an array of tables"),
@@ -358,6 +366,9 @@ DEEP_JSON = "[" * 5000 + "]" * 5000
         ('{"a": -Infinity}', "-Infinity is not a JSON number"),
         ('{"a": 1e999}', "the number 1e999 is out of range"),
         ('{"a": ' + "1" * 5000 + "}", "integer string conversion"),
+        # Red team 57: json keeps the last of a key given twice; the author meant one of them.
+        ('{"answer": "paris", "answer": "lyon"}', "the key 'answer' is given twice in one object"),
+        ('{"a": [{"b": 1, "b": 1}]}', "the key 'b' is given twice in one object"),
     ],
 )
 def test_hostile_task_data_is_refused_naming_the_file(tmp_path, data, message):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from nemo_gym.data.tasks.harbor._resources import SHIM_FILES
+from nemo_gym.data.tasks.harbor.staging import StagingError, task_test_files
 from nemo_gym.data.tasks.harbor.task import (
     ROWS_FILE,
     Dataset,
@@ -566,6 +567,12 @@ def check_task(task_dir: Path, *, dataset_root: Optional[Path] = None) -> List[F
     if not verifiers and not (task.path / "tests").is_dir() and task.dataset_root is not None:
         verifiers = [path for path in [task.dataset_root / "verifier.py"] if path.is_file()]
     shared = task.path / "tests"
+    for tests in [shared, *sorted(task.path.glob("steps/*/tests"))]:
+        try:
+            if tests.is_dir():
+                task_test_files(tests)  # what every run stages: a link out or a FIFO stops each one
+        except StagingError as error:
+            findings.append(Finding(ERROR, str(tests), "", f"cannot be staged: {error}"))
     for path in verifiers:
         if path.parent == task.dataset_root:
             findings += verifier_findings(path, alone=True)

@@ -254,8 +254,11 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
     return value
 
 
-def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[str, Path]:
-    """``--mount HOST:PATH`` and ``--artifacts DIR`` as ``{sandbox path: host folder}``."""
+def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser, workdir: str) -> Dict[str, Path]:
+    """``--mount HOST:PATH`` and ``--artifacts DIR`` as ``{sandbox path: host folder}``; none may be
+    put where grading or the workspace goes (``workdir.mount_refusal``)."""
+    from nemo_gym.data.tasks.harbor.workdir import mount_refusal
+
     mounts: Dict[str, Path] = {}
     specs = list(args.mount or [])
     if args.artifacts is not None:
@@ -266,6 +269,9 @@ def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[s
             parser.error(f"--mount {spec}: give HOST_FOLDER:/ABSOLUTE/SANDBOX/PATH")
         if not Path(host).is_dir():
             parser.error(f"--mount {spec}: {host} is not a folder")
+        refusal = mount_refusal(path, workdir)
+        if refusal is not None:
+            parser.error(f"--mount {spec}: {refusal}")
         mounts[path] = Path(host)
     return mounts
 
@@ -280,11 +286,12 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     from nemo_gym.data.tasks.harbor.separate import run_separate_verification
     from nemo_gym.data.tasks.harbor.task import load_task, read_json_object, read_secrets
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+    from nemo_gym.data.tasks.harbor.workdir import working_directory
 
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         parser.error("--timeout must be a finite positive number of seconds")
-    mounts = _mounts(args, parser)
     task = load_task(args.task_dir, row=args.row)
+    mounts = _mounts(args, parser, working_directory(task))
     response_file: Optional[Path] = args.response
     if response_file is None and (task.path / "response.json").is_file():
         response_file = task.path / "response.json"  # the task's sample response, as workspace/ is its sample state
@@ -410,10 +417,13 @@ def _label(args: argparse.Namespace) -> str:
 def _write_logs(outcome: VerificationOutcome, folder: Path) -> None:
     """``--logs-out``: what the verifier left in /logs/verifier (test-stdout.txt as its kept tail)."""
     files = {"test-stdout.txt": outcome.stdout.encode("utf-8", "replace"), **outcome.files}
-    for name, data in files.items():
-        target = folder.joinpath(*name.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    try:
+        for name, data in files.items():
+            target = folder.joinpath(*name.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    except OSError as error:
+        raise CommandError(f"--logs-out {folder}: cannot write the verifier's files ({_os_reason(error)})") from None
 
 
 def _print_human(outcome: VerificationOutcome, label: str, verbose: bool = False) -> None:
@@ -432,13 +442,23 @@ def _print_human(outcome: VerificationOutcome, label: str, verbose: bool = False
         print(outcome.stdout.rstrip("\n") or "(empty)")
 
 
+def _os_reason(error: OSError) -> str:
+    """An ``OSError`` as a clause: its message, and the path it names when that is not the one given."""
+    reason = error.strerror or str(error)
+    return f"{reason}: {error.filename}" if error.filename is not None else reason
+
+
 def _init(args: argparse.Namespace) -> int:
     from nemo_gym.data.tasks.harbor.scaffold import init_task
 
     try:
         written = init_task(args.folder, args.kind)
     except FileExistsError as error:
-        raise CommandError(str(error)) from None
+        if error.filename is None:  # init_task's own refusal: a sentence already
+            raise CommandError(str(error)) from None
+        raise CommandError(f"{args.folder}: cannot write a task there ({_os_reason(error)})") from None
+    except OSError as error:
+        raise CommandError(f"{args.folder}: cannot write a task there ({_os_reason(error)})") from None
     print(f"wrote a task of kind {args.kind} into {args.folder}: {', '.join(sorted(written))}")
     print(
         f"next: {PROG} check {args.folder}; {PROG} verify {args.folder}; edit, then "
@@ -507,6 +527,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         prepare_images,
         verifier_sandbox_opener,
     )
+    from nemo_gym.data.tasks.harbor.staging import StagingError
     from nemo_gym.data.tasks.harbor.task import (
         Task,
         TaskError,
@@ -555,7 +576,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
                     task, image=args.image, verifier_image=args.verifier_image, progress=_build_progress
                 )
             loaded[task_id] = task
-        except (TaskError, SandboxError) as error:
+        except (TaskError, SandboxError, StagingError) as error:
             loaded[task_id] = TaskResult(task_id, error=str(error))
 
     stand_ins: Dict[str, List[str]] = {}
@@ -572,7 +593,7 @@ async def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             return item
         try:
             return await validate_task(item, open_sandbox, open_verifier, secrets=secrets)
-        except (TaskError, SandboxError) as error:
+        except (TaskError, SandboxError, StagingError) as error:  # one task's, never the whole run's
             return TaskResult(task_id, error=str(error))
 
     report = ProgressReport(
@@ -764,12 +785,15 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
             return _check(args)
         if args.command == "init":
             return _init(args)
+        logs_out: Optional[Path] = args.logs_out
+        if logs_out is not None and (logs_out.is_symlink() or logs_out.exists()) and not logs_out.is_dir():
+            parser.error(f"--logs-out {logs_out}: not a folder")  # said before the run, not after it
         outcome = guard.run(lambda: _verify(args, parser))
+        if args.logs_out is not None:
+            _write_logs(outcome, args.logs_out)
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)
         return 1
-    if args.logs_out is not None:
-        _write_logs(outcome, args.logs_out)
     if args.json:
         fields = ("reward", "metrics", "reward_components", "failure_kind", "masked", "mask_reason", "detail")
         report = {key: getattr(outcome, key) for key in fields}

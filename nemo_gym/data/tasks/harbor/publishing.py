@@ -52,8 +52,8 @@ import ast
 import base64
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -481,8 +481,14 @@ def publish_for_harbor(
     if not _IMAGE.fullmatch(image):
         raise PublishError(f"the base image {image!r} is not an image name publishing writes into a Dockerfile")
     target = Path(out)
+    if target.is_symlink():  # replaced by the copy, a link would be lost; followed, it writes elsewhere
+        raise PublishError(f"{out}: is a link; publish into a new folder")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise PublishError(f"{out}: already exists and is not an empty folder; publish into a new one")
+    source = os.path.realpath(dataset_root)
+    if os.path.commonpath([source, os.path.realpath(target)]) == source:
+        # A copy inside a task's tests/ would be staged with it, every run after.
+        raise PublishError(f"{out}: is inside the dataset {dataset_root}; publish outside it")
     dataset = _alone(Path(dataset_root)) if is_single_task(dataset_root) else load_dataset(dataset_root)
     if not dataset.task_ids:
         raise PublishError(no_task_reason(dataset_root))
@@ -492,17 +498,33 @@ def publish_for_harbor(
         lines = "".join(f"\n  {problem}" for problem in problems)
         whole = " (every task)" if skip_refused else ""
         raise PublishError(f"refused {len(refusals)} task(s){whole}, nothing written:{lines}", problems)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".nemo-gym-publish-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = _scratch_beside(target)
+    except OSError as error:
+        raise PublishError(f"{out}: cannot write there ({error.strerror or error}: {error.filename})") from None
     try:
         lay_out(scratch, files.values())
         if target.exists():
+            scratch.chmod(target.stat().st_mode & 0o7777)  # the empty folder given keeps its mode
             target.rmdir()
         os.rename(scratch, target)  # whole or not at all
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return sorted({name.split("/")[0] for name in files})
+
+
+def _scratch_beside(target: Path) -> Path:
+    """A new folder beside ``target``, to be renamed into it, made with the umask's mode as the
+    folder itself would be (``tempfile.mkdtemp``'s 0700 left the copy unreadable to other users)."""
+    while True:
+        scratch = target.parent / f".nemo-gym-publish-{secrets.token_hex(8)}"
+        try:
+            scratch.mkdir()
+            return scratch
+        except FileExistsError:
+            continue
 
 
 __all__ = [

@@ -124,13 +124,13 @@ def task_test_files(tests_dir: Path) -> List[ShimFile]:
             relative = path.relative_to(root).as_posix()
             resolved = Path(os.path.realpath(path))
             if os.path.commonpath([str(task_root), str(resolved)]) != str(task_root):
-                raise StagingError(f"tests/{relative} is a symlink leading out of the task folder ({resolved})")
+                raise StagingError(f"{path} is a symlink leading out of the task folder ({resolved})")
             if name in subfolders:
                 if path.is_symlink():
-                    raise StagingError(f"tests/{relative} is a symlinked folder; stage real folders only")
+                    raise StagingError(f"{path} is a symlinked folder; stage real folders only")
                 continue
             if not resolved.is_file():
-                raise StagingError(f"tests/{relative} is not a regular file")
+                raise StagingError(f"{path} is not a regular file")
             mode = _EXECUTABLE if os.access(resolved, os.X_OK) else _REGULAR
             files.append(ShimFile(relative, resolved.read_bytes(), mode))
     return files

@@ -11,14 +11,17 @@ that does not parse, is a ``TaskError`` whose one sentence names the file and th
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import posixpath
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from nemo_gym.data.tasks.harbor._values import finite_float
 
@@ -264,14 +267,28 @@ def brackets_nest_too_deep(text: str, tokens: Any) -> bool:
     return False
 
 
+def _no_key_twice(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):  # json keeps the last silently: {"answer": "paris", "answer": "lyon"}
+        seen: Set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key[:200]!r} is given twice in one object")
+            seen.add(key)
+    return value
+
+
 def loads_json(text: str) -> Any:
     """``json.loads`` for files a person wrote: ``ValueError`` with the reason for anything that is not
     plain JSON (``NaN``, ``Infinity``, a number beyond a float's range, an integer of more digits than
-    the interpreter converts) or that nests more than ``MAX_NESTING`` levels deep."""
+    the interpreter converts, a key given twice in one object, as TOML refuses) or that nests more
+    than ``MAX_NESTING`` levels deep."""
     if brackets_nest_too_deep(text, _JSON_TOKENS):
         raise ValueError(f"nested more than {MAX_NESTING} levels deep")
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_no_key_twice
+        )
     except RecursionError:
         raise ValueError(f"nested more than {MAX_NESTING} levels deep") from None
     except MemoryError:
@@ -281,9 +298,21 @@ def loads_json(text: str) -> Any:
     return value
 
 
+def read_text_file(path: Path) -> str:
+    """The UTF-8 text of the regular file ``path``; ``OSError`` for anything else (a FIFO would block
+    the read forever, so the file is opened without blocking and checked before it is read)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read().decode("utf-8")
+
+
 def read_toml(path: Path) -> Dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)
+        if text.startswith("\ufeff"):
+            raise ValueError("it starts with a byte order mark: save it as UTF-8 without one")
         if brackets_nest_too_deep(text, _TOML_TOKENS):
             raise TaskError(f"{path}: not valid TOML (nested more than {MAX_NESTING} levels deep)")
         config: Dict[str, Any] = tomllib.loads(text)
@@ -401,11 +430,20 @@ def healthcheck_config(value: Any, where: str, name: str) -> Optional[Healthchec
     return Healthcheck(command, retries=retries, **seconds)
 
 
-def environment_config(table: Optional[Mapping[str, Any]], where: str, name: str) -> EnvironmentConfig:
+def environment_config(
+    table: Optional[Mapping[str, Any]], where: str, name: str, *, agents: bool = False
+) -> EnvironmentConfig:
+    """``[environment]`` (``agents``: the agent's) or a separate verifier's environment, checked."""
     table = dict(table or {})
     workdir = _optional_string(table.get("workdir"), where, f"{name}.workdir")
     if workdir is not None and not workdir.startswith("/"):
         raise TaskError(f"{where}: {name}.workdir must be an absolute path, not {workdir!r}")
+    clash = protected_clash(posixpath.normpath(workdir)) if agents and workdir is not None else None
+    if clash is not None:  # a separate verifier's may be in /tests, which its sandbox keeps
+        raise TaskError(
+            f"{where}: {name}.workdir = {workdir!r} {clash}: grading makes that folder afresh for every run, "
+            "and the agent's files in it would be lost"
+        )
     cpus, memory = table.get("cpus"), table.get("memory_mb")
     if cpus is not None and (finite_float(cpus) is None or cpus <= 0):
         raise TaskError(f"{where}: {name}.cpus must be a number above 0, not {cpus!r}")
@@ -527,14 +565,21 @@ def artifact_source_refusal(source: str, protected: Tuple[str, ...] = PROTECTED_
         return "holds a NUL character"
     if ".." in source.split("/"):
         return f"= {source[:200]!r} must not contain '..'"
-    normal = "/" + "/".join(_path_parts(source))
-    if normal == "/":
+    if "/" + "/".join(_path_parts(source)) == "/":
         return f"= {source!r} is refused: an artifact cannot be the whole file system"
+    clash = protected_clash(source, protected)
+    return None if clash is None else f"= {source[:200]!r} is refused: it {clash}"
+
+
+def protected_clash(path: str, protected: Tuple[str, ...] = PROTECTED_PATHS) -> Optional[str]:
+    """How the absolute ``path`` meets one of the ``protected`` folders, which grading makes afresh
+    for every run (``"is under /tests, which belongs to the verifier"``, ``"holds ..."``), or ``None``."""
+    normal = "/" + "/".join(_path_parts(path))
     for folder in protected:
         if _inside(normal, folder):
-            return f"= {source[:200]!r} is refused: it is under {folder}, which belongs to the verifier"
+            return f"is under {folder}, which belongs to the verifier"
         if _inside(folder, normal):
-            return f"= {source[:200]!r} is refused: it holds {folder}, which belongs to the verifier"
+            return f"holds {folder}, which belongs to the verifier"
     return None
 
 
@@ -678,7 +723,7 @@ def read_json_object(path: Path, what: str) -> Dict[str, Any]:
     """The JSON object in ``path`` (plain JSON, as ``loads_json`` reads it); a ``TaskError`` naming the
     file otherwise."""
     try:
-        value = loads_json(path.read_text(encoding="utf-8"))
+        value = loads_json(read_text_file(path))
     except (OSError, ValueError) as error:  # ValueError: bad JSON, UnicodeDecodeError, huge integers
         raise TaskError(f"{path}: cannot read {what} ({error})") from None
     if not isinstance(value, dict):
@@ -869,7 +914,9 @@ def _load(
         id=task_id,
         path=path,
         verifier=verifier_config(_table(config, "verifier", where, "[verifier]"), where, "verifier"),
-        environment=environment_config(_table(config, "environment", where, "[environment]"), where, "environment"),
+        environment=environment_config(
+            _table(config, "environment", where, "[environment]"), where, "environment", agents=True
+        ),
         agent_user=_user(agent.get("user"), where, "agent.user"),
         steps=_steps(config.get("steps"), path, where, artifacts),
         task_data=task_data,
@@ -997,6 +1044,7 @@ __all__ = [
     "loads_json",
     "nested_too_deep",
     "no_task_reason",
+    "protected_clash",
     "read_json_object",
     "read_secrets",
     "read_toml",

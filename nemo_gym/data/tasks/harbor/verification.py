@@ -176,6 +176,9 @@ def _misplaced_verifier(task_dir: Path, step: Optional[str], folders: Sequence[P
     if (home / "verifier.py").is_file():
         return f" (its verifier.py belongs in tests/: move it to {home / 'tests' / 'verifier.py'})"
     for folder in reversed(folders):
+        for name in ("verifier.py", "test.sh"):
+            if (folder / name).exists() and not (folder / name).is_file():
+                return f" ({folder / name} is not a regular file)"
         names = sorted(path.name for path in folder.glob("*.py") if not path.name.startswith("test_"))
         near = difflib.get_close_matches("verifier.py", names, n=1, cutoff=0.75)
         if near:

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
+from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS
+
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
 
@@ -84,9 +86,31 @@ def working_directory(task: Task, image_workdir: Optional[str] = None) -> str:
     return DEFAULT_WORKDIR
 
 
+def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
+    """Why no host folder may be put at the sandbox ``path`` (``--mount``), or ``None``: it is not
+    absolute, or it is or lies under ``/tests`` or ``/logs/verifier``, which grading makes afresh (the
+    host folder would be emptied), or it is the working directory ``workdir`` or holds it (the
+    workspace would be hidden). One that holds the verifier's folders (``/logs``, as Harbor mounts a
+    trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would."""
+    if not path.startswith("/") or "\0" in path:
+        return "the sandbox path must be absolute"
+    normal = "/" + posixpath.normpath(path).strip("/")
+    for folder in PROTECTED_PATHS:
+        if normal == folder or normal.startswith(folder + "/"):
+            where = "is" if normal == folder else "is under"
+            return (
+                f"the sandbox path {where} {folder}, which grading makes afresh for every run "
+                "(the host folder would be emptied)"
+            )
+    if workdir is not None and (normal == "/" or (workdir.rstrip("/") + "/").startswith(normal.rstrip("/") + "/")):
+        return f"the sandbox path is or holds the working directory {workdir}, where the workspace goes"
+    return None
+
+
 __all__ = [
     "DEFAULT_WORKDIR",
     "declared_workdir",
     "dockerfile_workdir",
+    "mount_refusal",
     "working_directory",
 ]

@@ -37,7 +37,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     names_root,
     warn_killable_keep_alive,
 )
-from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR
+from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, mount_refusal
 
 try:
     import docker
@@ -276,6 +276,7 @@ class DockerSandbox:
         self._declared_workdir = workdir
         self.workdir = workdir or DEFAULT_WORKDIR  # the image's WORKDIR, once the container runs
         self._mounts = {path: Path(host) for path, host in (mounts or {}).items()}
+        self._refuse_mounts(workdir)
         self._env = dict(env or {})
         self._volumes = dict(volumes or {})
         self._labels = {"nemo-gym.sandbox": "1", **(labels or {})}
@@ -284,6 +285,14 @@ class DockerSandbox:
         self.default_user: Optional[User] = None  # the image's USER, once the container runs
         self.environment: Dict[str, str] = {}  # what every exec inherits, once the container runs
         self._execs = Calls()
+
+    def _refuse_mounts(self, workdir: Optional[str]) -> None:
+        """A mount is copied in, never bound, but one at the verifier's folders would be emptied, and
+        one at (or above) the working directory would replace the workspace: refused alike."""
+        for path, host in self._mounts.items():
+            refusal = mount_refusal(path, workdir)
+            if refusal is not None:
+                raise SandboxError(f"the mount {host}:{path} is refused: {refusal}")
 
     async def settled(self) -> None:
         """Returns once every exec this sandbox started has ended, those a caller gave up on included:
@@ -391,6 +400,7 @@ class DockerSandbox:
         image_workdir = config.get("WorkingDir") or ""
         if not self._declared_workdir and image_workdir not in ("", "/"):
             self.workdir = image_workdir
+            self._refuse_mounts(self.workdir)
         made = await self._exec_argv(
             ["mkdir", "-p", self.workdir, *self._mounts], cwd="/", env=None, timeout_s=60, user=self.admin_user
         )
