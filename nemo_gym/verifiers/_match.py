@@ -38,21 +38,42 @@ _INVISIBLE = str.maketrans(
 # Under ignore_punctuation: every percent sign (%, per mille, per ten thousand, the Arabic ones,
 # the full-width and small forms) stays: 5 % is not 5.
 _PERCENT_SIGNS = "%\u0609\u060a\u066a\u2030\u2031\ufe6a\uff05"
-# Dashes a reader takes for a minus that are not Unicode dashes (Pd): a Hebrew maqaf before 5 is not 5.
-_MINUS_LIKE = "\u058a\u05be\u1400\u1806\u2027\u2043\u2053\u2e17\u2e1a\u2e40\u2e43\u2e5d\u301c\u3030\u30a0\U00010ead"
-_SLASHES = "/\uff0f"  # a fraction's bar when a number stands by it (1/x is not 1x); U+2044 and U+2215 are symbols
-# The minus sign proper (U+2212) is no hyphen: under ignore_punctuation it is folded to "-" only after
-# the marks are dropped, so n\u2212k stays apart from nk, where an ASCII n-k (a hyphen?) does not.
-_MINUS_SIGN = "\u2212"
-_INVISIBLE_BUT_MINUS = {code: fold for code, fold in _INVISIBLE.items() if code != ord(_MINUS_SIGN)}
+# Marks a reader takes for a minus that are not Unicode dashes (Pd): a Hebrew maqaf before 5 is not 5.
+_MINUS_LIKE = (
+    "\u058a\u05be\u070b\u070c\u1400\u1806\u2027\u2043\u2053\u2e17\u2e1a\u2e1b\u2e1e\u2e1f\u2e40\u2e43"
+    "\u2e5d\u301c\u3030\u30a0\ufe49\U00010ead"
+)
+# Slashes stay wherever they are: x/y is not xy, nor 2/x 2x (U+2044 and U+2215 are symbols, kept anyway).
+_SLASHES = "/\u2e4a\ufe68\uff0f"
+_POINTS = ".\u066b\u2024\uff0e"  # a decimal point before a digit stays: .5 is not 5
+_OPERATORS = "*"  # stays with a number beside it, as a dash does: 2 * 3 is not 2 3
+# UAX #15's stream-safe format: a run of combining marks gets a U+034F after each 30, before the text
+# is normalised. CPython orders a run by insertion sort, so an answer of one long run took minutes
+# (red team 58); the standard's own streams never hold a longer one.
+_MAX_MARKS = 30
 _PATTERNS = Patterns(
     # A run of marks and spaces holding at least one mark, whole: its start is never inside a run of
     # spaces (the look-behind), so a long run of spaces costs linear time.
     marks=r"(?<!\s)\s*[^\w\s][^\w]*",
-    # An article before another word, but one of a single character: "A, B" and "Hepatitis A" keep
-    # their A (a hedge across options, a name), "a cat" loses it.
-    article=r"(?i)\b(?:a|an|the)\s+(?=\w)(?!\w\b)",
+    # An article before what follows it; "a" not before a letter that stands alone: "A, B" and "A B"
+    # keep their A (a hedge across options), "Hepatitis A" too (no word follows), "a cat" loses it.
+    article=r"(?i)\b(?:an|the)\s+(?=\S)|\ba\s+(?=\S)(?![^\W\d_](?!\w|[-./:'\u2019]\w))",
 )
+
+
+def _stream_safe(text: str) -> str:
+    """``text`` with U+034F after every ``_MAX_MARKS`` combining marks in a row (UAX #15's stream-safe
+    text format), so that normalising it costs linear time; the same text when it has no such run."""
+    import unicodedata
+
+    pieces, run, start = [], 0, 0
+    for index, char in enumerate(text):
+        run = run + 1 if unicodedata.combining(char) else 0
+        if run > _MAX_MARKS:
+            pieces.append(text[start:index])
+            pieces.append("\u034f")
+            start, run = index, 1
+    return "".join(pieces) + text[start:] if pieces else text
 
 
 def _strip_punctuation(text: str) -> str:
@@ -60,54 +81,71 @@ def _strip_punctuation(text: str) -> str:
     touches numbers). In each run of marks and spaces, between the word characters ``left`` and
     ``right`` (``""`` at an end):
 
-    - spaces, percent signs and anything that is not punctuation (``+``, ``=``, ``$``, the minus sign
-      U+2212) stay;
+    - spaces, percent signs, slashes and anything that is not punctuation (``+``, ``=``, ``$``) stay;
     - a run between two digits with no space in it stays whole: ``1/2``, ``3.14``, ``10:30``;
-    - a point just before a digit stays: ``.5``;
-    - a dash or a slash stays where a number is its operand: a digit (any numeric character) just
-      left of the run, or right of it, or a LaTeX command (``\\``) or a math or currency symbol after
-      it in the run: ``2-i``, ``2/x``, ``- 5``, ``-     5``, ``- ((5``, ``- \\frac12``, ``- \u00bd``;
+    - a decimal point just before a digit stays: ``.5``;
+    - a dash or ``*`` stays where a number is its operand: a digit (any numeric character) just left
+      of the run, or right of it, or a LaTeX command (``\\``) or a math or currency symbol after it
+      in the run: ``2-i``, ``2 * 3``, ``- 5``, ``-     5``, ``- ((5``, ``- \\frac12``, ``- ½``;
     - a dash also stays as the sign of what it touches: ``-x``, ``-(x)``, never one inside a word
-      (``x-ray``, ``well-known``) or one before a space (``Paris - France``, a list's ``- Paris``);
-    - any other punctuation is dropped (``Paris.``, ``U.S.A.``, ``5!``: a factorial is lost, as is a
-      prime ``f'``: ``ignore_punctuation`` is for answers in words).
+      (``x-ray``, and so ``n-k``) or one before a space (``Paris - France``, a list's ``- Paris``, and
+      so ``- x``);
+    - any other punctuation is dropped (``Paris.``, ``U.S.A.``, brackets, ``5!``: a factorial is lost,
+      as is a prime ``f'``: ``ignore_punctuation`` is for answers in words, not algebra).
     """
     import unicodedata  # on first use: it costs start-up time
 
-    def operator(c: str) -> bool:  # a mark that may stand between a number and its operand
-        return c in _SLASHES or c in _MINUS_LIKE or unicodedata.category(c) == "Pd"
+    category = unicodedata.category
+    length = len(text)
 
     def keep(match: Match[str]) -> str:
         run, start, end = match.group(), match.start(), match.end()
         left = text[start - 1] if start else ""
-        right = text[end] if end < len(text) else ""
+        right = text[end] if end < length else ""
         if left.isdecimal() and right.isdecimal() and not any(c.isspace() for c in run):
             return run
-        numeric_left = left.isnumeric()
-        last_operand = -1  # the last place in the run that starts a number's operand (\\frac, \u221a, $)
-        if not numeric_left and any(operator(c) for c in run):
-            for j in range(len(run) - 1, -1, -1):
-                if run[j] == "\\" or unicodedata.category(run[j]) in ("Sm", "Sc"):
-                    last_operand = j
-                    break
-        numeric_right = right.isnumeric()
-
-        def stays(j: int, c: str) -> bool:
-            if c.isspace() or c in _PERCENT_SIGNS or unicodedata.category(c)[0] != "P":
-                return True
-            if c == ".":
-                return j == len(run) - 1 and right.isdecimal()  # .5
-            if not operator(c):
-                return False
-            if numeric_left or numeric_right or last_operand > j:
-                return True
-            # A sign touching what follows (-x, -(x)), never a hyphen inside a word or a dash before a space.
-            after = run[j + 1] if j + 1 < len(run) else right
-            return c not in _SLASHES and (j > 0 or not left) and after != "" and not after.isspace()
-
-        return "".join([c for j, c in enumerate(run) if stays(j, c)])
+        numeric = left.isnumeric() or right.isnumeric()
+        if len(run) == 1 and category(run)[0] == "P":  # the usual: , . ? ! ( ) and x-ray's hyphen
+            hyphen = (category(run) == "Pd" or run in _MINUS_LIKE) and left and right and not numeric
+            if hyphen or not _special(run):
+                return ""
+        last_operand = -1  # the last place in the run that starts a number's operand (\frac, \u221a, $)
+        for j in range(len(run) - 1, -1, -1):
+            if run[j] == "\\" or category(run[j]) in ("Sm", "Sc"):
+                last_operand = j
+                break
+        kept = []
+        for j, c in enumerate(run):
+            kind = category(c)
+            if c.isspace() or kind[0] != "P" or c in _PERCENT_SIGNS or c in _SLASHES:
+                kept.append(c)
+            elif c in _POINTS:
+                if j == len(run) - 1 and right.isdecimal():
+                    kept.append(c)
+            elif kind == "Pd" or c in _MINUS_LIKE or c in _OPERATORS:
+                if numeric or last_operand > j:
+                    kept.append(c)
+                elif c not in _OPERATORS and (j or not left):  # a sign touching what follows: -x, -(x)
+                    after = run[j + 1] if j + 1 < len(run) else right
+                    if after and not after.isspace():
+                        kept.append(c)
+        return "".join(kept)
 
     return _PATTERNS.marks.sub(keep, text)
+
+
+def _special(mark: str) -> bool:
+    """Whether the punctuation ``mark`` needs its neighbours to decide (a dash, a slash, a point...)."""
+    import unicodedata
+
+    return (
+        mark in _PERCENT_SIGNS
+        or mark in _SLASHES
+        or mark in _POINTS
+        or mark in _MINUS_LIKE
+        or mark in _OPERATORS
+        or unicodedata.category(mark) == "Pd"
+    )
 
 
 def _normalize(
@@ -122,13 +160,14 @@ def _normalize(
     if not text.isascii():  # ASCII text is in every normal form already
         import unicodedata  # on first use: it costs start-up time
 
-        folds = _INVISIBLE_BUT_MINUS if ignore_punctuation else _INVISIBLE
-        text = unicodedata.normalize(unicode_form, text).translate(folds)  # type: ignore[arg-type]
+        if len(text) > _MAX_MARKS:
+            text = _stream_safe(text)
+        text = unicodedata.normalize(unicode_form, text).translate(_INVISIBLE)  # type: ignore[arg-type]
     text = text.strip()
     if ignore_case:
         text = text.casefold()
     if ignore_punctuation:
-        text = _strip_punctuation(text).replace(_MINUS_SIGN, "-")
+        text = _strip_punctuation(text)
     if remove_articles:
         text = _PATTERNS.article.sub("", text)
     if collapse_whitespace:
@@ -165,11 +204,15 @@ def exact_match(
     typographic quotes and dashes folded to ASCII, non-breaking spaces read as spaces and zero-width
     spaces dropped. Opt-in: ``ignore_case`` (``casefold``), ``collapse_whitespace``,
     ``ignore_punctuation`` (numbers keep their sign, at any distance, and the marks between their
-    digits, a dash or a slash by a number stays, and percent signs stay: ``-5``, ``- 5``, ``-$5``,
+    digits; a dash or ``*`` by a number, slashes and percent signs stay: ``-5``, ``- 5``, ``-$5``,
     ``.5``, ``5%`` and ``5 %`` stay distinct from ``5`` and ``$5``, ``1/2`` from ``12``, ``2-i`` from
-    ``2i``; see ``_strip_punctuation``), ``remove_articles`` (English a/an/the before another word of
-    more than one character: ``A, B`` keeps its ``A``). ``actual`` is a ``str`` or an ``int``; anything else
-    is ``False``. An alternative that normalises to ``""`` never matches. No substring semantics.
+    ``2i``, ``x/y`` from ``xy``; see ``_strip_punctuation``; it is for answers in words: ``n-k`` is
+    ``nk``), ``remove_articles`` (English a/an/the before what follows, but not "a" before a letter
+    standing alone: ``A, B`` and ``A B`` keep their ``A``). Each option only loosens: what matches
+    without it matches with it. A run of more than 30 combining marks gets a U+034F after every 30
+    (stream-safe text) before normalising, which costs linear time then. ``actual`` is a ``str`` or
+    an ``int``; anything else is ``False``. An alternative that normalises to ``""`` never matches.
+    No substring semantics.
     """
     if unicode_form not in _UNICODE_FORMS:
         raise ValueError(f"exact_match(): unicode_form must be 'NFC' or 'NFKC', got {unicode_form!r}")
