@@ -221,6 +221,26 @@ def test_a_fifo_or_a_bom_in_the_tasks_files_is_one_sentence_and_never_hangs(tmp_
     assert "task.toml: error: not valid TOML (it starts with a byte order mark" in result.stdout + result.stderr
 
 
+def test_json_output_says_an_error_too(tmp_path):
+    # Red team 57: with --json, a task that failed to load printed nothing on stdout.
+    result = gym("verify", str(_bad_task(tmp_path, "[verifier\n")), "--json")
+    assert result.returncode == 1 and "task.toml: not valid TOML" in result.stderr
+    assert "task.toml: not valid TOML" in json.loads(result.stdout.splitlines()[-1])["error"]
+
+
+def test_limits_the_local_sandbox_does_not_enforce_are_said(tmp_path):
+    # Red team 57: a verify allocating 1 GiB scored 1 under memory_mb = 256, with no word of the limit.
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(toml.replace("[environment]\n", "[environment]\nmemory_mb = 256\ncpus = 0.5\n", 1))
+    result = gym("verify", str(task))
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+    note = "gym-harbor: note: the local sandbox does not enforce [environment] cpus = 0.5, memory_mb = 256"
+    assert note in result.stderr
+    assert "does not enforce" not in gym("verify", "examples/answer-file").stderr
+
+
 def test_a_verifier_py_that_is_a_folder_is_said_to_be_one(tmp_path):
     task = tmp_path / "task"
     shutil.copytree(EXAMPLES / "answer-file", task)

@@ -337,6 +337,13 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(f"{PROG}: {finding}", file=sys.stderr)
     if args.sandbox == "local" and local_stand_ins(task):
         print(f"{PROG}: note: {_local_note(local_stand_ins(task))}", file=sys.stderr)
+    limits = [(key, getattr(task.environment, key)) for key in ("cpus", "memory_mb")]
+    named = ", ".join(f"{key} = {value:g}" for key, value in limits if value is not None)
+    if args.sandbox == "local" and named:  # a verify that needs more than the task allows passes here
+        print(
+            f"{PROG}: note: the local sandbox does not enforce [environment] {named}; --sandbox docker does",
+            file=sys.stderr,
+        )
     if args.workspace is not None and (args.workspace / "task.toml").is_file():
         print(
             f"{PROG}: note: --workspace {args.workspace} holds a task.toml: it was graded as the agent's "
@@ -793,6 +800,8 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
             _write_logs(outcome, args.logs_out)
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)
+        if getattr(args, "json", False) and args.command == "verify":  # a script reads the last line
+            print(json.dumps({"error": _one_line(str(error))}))
         return 1
     if args.json:
         fields = ("reward", "metrics", "reward_components", "failure_kind", "masked", "mask_reason", "detail")
