@@ -221,6 +221,24 @@ def test_a_fifo_or_a_bom_in_the_tasks_files_is_one_sentence_and_never_hangs(tmp_
     assert "task.toml: error: not valid TOML (it starts with a byte order mark" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("workdir", ["/tests", "/logs/verifier/app", "/"])
+def test_a_dockerfile_workdir_where_grading_goes_is_an_error_and_the_workspace_is_kept(tmp_path, workdir):
+    # The Dockerfile's WORKDIR (what the task declares without [environment].workdir) at /tests: the
+    # local sandbox bound the workspace there and grading emptied it, the author's own with --in-place.
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    toml = (task / "task.toml").read_text()
+    kept = [line for line in toml.splitlines() if not line.startswith(("docker_image", "workdir"))]
+    (task / "task.toml").write_text("\n".join(kept) + "\n")
+    write_files(task / "environment", {"Dockerfile": f"FROM python:3.12-slim\nWORKDIR {workdir}\n"})
+    workspace = write_files(tmp_path / "workspace", {"answer.txt": "Paris\n"})
+    result = gym("verify", str(task), "--workspace", str(workspace), "--in-place")
+    assert result.returncode == 1 and f"Dockerfile: WORKDIR {workdir} " in result.stderr, result.stderr
+    assert sorted(os.listdir(workspace)) == ["answer.txt"]
+    result = gym("check", str(task))
+    assert result.returncode == 1 and f"Dockerfile: WORKDIR: error: WORKDIR {workdir} " in result.stdout
+
+
 def test_json_output_says_an_error_too(tmp_path):
     # Red team 57: with --json, a task that failed to load printed nothing on stdout.
     result = gym("verify", str(_bad_task(tmp_path, "[verifier\n")), "--json")

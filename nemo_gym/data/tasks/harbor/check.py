@@ -33,6 +33,7 @@ from nemo_gym.data.tasks.harbor.task import (
     load_dataset,
     load_task,
     no_task_reason,
+    protected_clash,
     read_toml,
 )
 
@@ -700,7 +701,16 @@ def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
     """``[environment].workdir`` away from the folder the Dockerfile copies the task's files into:
     Harbor starts every command in the workdir, so the agent and the oracle never meet them there."""
     from nemo_gym.data.tasks.harbor.image_build import copied_workdir
+    from nemo_gym.data.tasks.harbor.workdir import declared_workdir
 
+    declared = declared_workdir(task)
+    clash = protected_clash(posixpath.normpath(declared)) if declared and not task.environment.workdir else None
+    if clash is not None:  # [environment].workdir itself is load_task's to refuse
+        message = (
+            f"WORKDIR {declared} {clash}: grading makes that folder afresh for every run, and the agent's "
+            "files in it would be lost; work elsewhere (e.g. /app)"
+        )
+        return [Finding(ERROR, str(dockerfile), "WORKDIR", message)]
     workdir = task.environment.workdir
     try:
         copied = copied_workdir(dockerfile.read_text(encoding="utf-8")) if workdir and dockerfile.is_file() else None
