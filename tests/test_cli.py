@@ -169,6 +169,10 @@ def test_the_sandboxes_refuse_such_a_mount_themselves(tmp_path, place):
         LocalSandbox(workspace, workdir="/app", mounts={place: precious})
     with pytest.raises(SandboxError, match=f"the mount {precious}:{place} is refused: the sandbox path "):
         DockerSandbox("any:image", workspace=workspace, workdir="/app", mounts={place: precious}, client=object())
+    # Without a declared working directory, the one the container runs in is checked once it is known.
+    docker = DockerSandbox("any:image", workspace=workspace, mounts={"/srv": precious})
+    with pytest.raises(SandboxError, match="is refused: the sandbox path is or holds the working directory /srv"):
+        docker._refuse_mounts("/srv")
     assert sorted(os.listdir(precious)) == ["notes.txt"]
 
 
@@ -237,6 +241,47 @@ def test_a_dockerfile_workdir_where_grading_goes_is_an_error_and_the_workspace_i
     assert sorted(os.listdir(workspace)) == ["answer.txt"]
     result = gym("check", str(task))
     assert result.returncode == 1 and f"Dockerfile: WORKDIR: error: WORKDIR {workdir} " in result.stdout
+
+
+def test_a_fifo_or_a_device_among_a_tasks_other_files_is_refused_never_waited_on(tmp_path):
+    # Red team 59: a FIFO as environment/Dockerfile or rows.jsonl hung verify and check (SIGKILL to
+    # stop), and a Dockerfile linked to /dev/zero read until memory ran out.
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    (task / "environment").mkdir()
+    os.mkfifo(task / "environment" / "Dockerfile")
+    for command in (["verify", str(task)], ["check", str(task)]):
+        result = subprocess.run([GYM, *command], capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in result.stderr, result.stderr
+    (task / "environment" / "Dockerfile").unlink()
+    (task / "environment" / "Dockerfile").symlink_to("/dev/zero")
+    result = subprocess.run([GYM, "check", str(task)], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in result.stderr, result.stderr
+    rows = tmp_path / "rows"
+    shutil.copytree(EXAMPLES / "answer-file", rows)
+    os.mkfifo(rows / "rows.jsonl")
+    result = subprocess.run([GYM, "verify", str(rows), "--row", "x"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "rows.jsonl: cannot read it" in result.stderr, result.stderr
+
+
+def test_options_may_name_a_pipe(tmp_path):
+    # Red team 59: --task-data <(echo ...) (a pipe the shell gives as /dev/fd/N) was refused as no regular
+    # file once the task's own files were; a path the operator names is read as it comes.
+    read, write = os.pipe()
+    os.write(write, b'{"answer": "Paris"}')
+    os.close(write)
+    try:
+        result = subprocess.run(
+            [GYM, "verify", "examples/answer-file", "--task-data", f"/dev/fd/{read}"],
+            cwd=EXAMPLES.parent,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            pass_fds=(read,),
+        )
+    finally:
+        os.close(read)
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
 
 
 def test_json_output_says_an_error_too(tmp_path):

@@ -174,6 +174,10 @@ def test_publishing_inside_the_dataset_is_refused(tmp_path):
     with pytest.raises(PublishError, match="is inside the dataset"):
         publish_for_harbor(dataset / "good", dataset / "good" / "pub")
     assert not (dataset / "good" / "tests" / "pub").exists() and not (dataset / "good" / "pub").exists()
+    # Red team 59: a task published alone into another task's tests/, beside it.
+    with pytest.raises(PublishError, match="is inside the task folder .*shell/tests; publish outside it"):
+        publish_for_harbor(dataset / "good", dataset / "shell" / "tests" / "pub")
+    assert not (dataset / "shell" / "tests" / "pub").exists()
 
 
 def test_a_published_folder_has_the_umasks_mode_or_the_given_empty_folders(tmp_path):

@@ -34,6 +34,7 @@ from nemo_gym.data.tasks.harbor.task import (
     load_task,
     no_task_reason,
     protected_clash,
+    read_text_file,
     read_toml,
 )
 
@@ -713,7 +714,7 @@ def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
         return [Finding(ERROR, str(dockerfile), "WORKDIR", message)]
     workdir = task.environment.workdir
     try:
-        copied = copied_workdir(dockerfile.read_text(encoding="utf-8")) if workdir and dockerfile.is_file() else None
+        copied = copied_workdir(read_text_file(dockerfile)) if workdir and dockerfile.is_file() else None
     except (OSError, ValueError):
         return []  # building it says why
     if copied is None or posixpath.normpath(str(workdir)) == copied:

@@ -296,7 +296,7 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if response_file is None and (task.path / "response.json").is_file():
         response_file = task.path / "response.json"  # the task's sample response, as workspace/ is its sample state
     response = _read_response(response_file, parser) if response_file else None
-    task_data = read_json_object(args.task_data, "--task-data") if args.task_data else None
+    task_data = read_json_object(args.task_data, "--task-data", given=True) if args.task_data else None
     secrets = read_secrets(args.secrets) if args.secrets else None
     plan = plan_verification(
         task, step=args.step, response=response, task_data=task_data, timeout_sec=args.timeout, secrets=secrets

@@ -71,7 +71,7 @@ from typing import (
 
 from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxError
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_task
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, load_task, read_text_file
 
 try:
     import docker.errors
@@ -318,7 +318,7 @@ def pulled_record(client: Any, tag: str, dockerfile: Path) -> Optional[ImageReco
     (``pull_mode_base`` names ``tag``): its own configuration, as the engine has it; else ``None``,
     and for an image not on the engine (it never pulls)."""
     try:
-        text = dockerfile.read_text(encoding="utf-8")
+        text = read_text_file(dockerfile)
     except (OSError, UnicodeDecodeError):
         return None
     base = pull_mode_base(text)
@@ -511,7 +511,7 @@ class ImageBuilder:
             return existing
         dockerfile = plan.context / DOCKERFILE
         try:
-            text = dockerfile.read_text(encoding="utf-8", errors="replace")
+            text = read_text_file(dockerfile, errors="replace")
         except OSError as error:
             raise ImageBuildError(f"cannot build {what}: cannot read {dockerfile}: {error}") from error
         for base in base_images(text):

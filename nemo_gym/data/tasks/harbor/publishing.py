@@ -485,10 +485,13 @@ def publish_for_harbor(
         raise PublishError(f"{out}: is a link; publish into a new folder")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise PublishError(f"{out}: already exists and is not an empty folder; publish into a new one")
-    source = os.path.realpath(dataset_root)
-    if os.path.commonpath([source, os.path.realpath(target)]) == source:
+    source, place = os.path.realpath(dataset_root), Path(os.path.realpath(target))
+    if os.path.commonpath([source, str(place)]) == source:
         # A copy inside a task's tests/ would be staged with it, every run after.
         raise PublishError(f"{out}: is inside the dataset {dataset_root}; publish outside it")
+    holder = next((folder for folder in place.parents if _holds_a_task(folder)), None)
+    if holder is not None:  # another task's folder (beside a task published alone, say)
+        raise PublishError(f"{out}: is inside the task folder {holder}; publish outside it")
     dataset = _alone(Path(dataset_root)) if is_single_task(dataset_root) else load_dataset(dataset_root)
     if not dataset.task_ids:
         raise PublishError(no_task_reason(dataset_root))
@@ -509,10 +512,21 @@ def publish_for_harbor(
             scratch.chmod(target.stat().st_mode & 0o7777)  # the empty folder given keeps its mode
             target.rmdir()
         os.rename(scratch, target)  # whole or not at all
+    except OSError as error:  # OUT filled or made meanwhile, a full disk: nothing of it was touched
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise PublishError(f"{out}: cannot write there ({error.strerror or error})") from None
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return sorted({name.split("/")[0] for name in files})
+
+
+def _holds_a_task(folder: Path) -> bool:
+    """Whether ``folder`` is a task's (its ``task.toml``), or the ``tests/`` of one (an ``instruction.md``
+    beside it): a copy published there would be staged with that task."""
+    if (folder / "task.toml").is_file():
+        return True
+    return folder.name == "tests" and (folder.parent / "instruction.md").is_file()
 
 
 def _scratch_beside(target: Path) -> Path:

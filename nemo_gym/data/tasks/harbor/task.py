@@ -298,19 +298,24 @@ def loads_json(text: str) -> Any:
     return value
 
 
-def read_text_file(path: Path) -> str:
-    """The UTF-8 text of the regular file ``path``; ``OSError`` for anything else (a FIFO would block
-    the read forever, so the file is opened without blocking and checked before it is read)."""
+def read_text_file(path: Path, *, errors: str = "strict", given: bool = False) -> str:
+    """The UTF-8 text of the regular file ``path`` (a task's own file); ``OSError`` for anything else:
+    a FIFO would block the read forever and a device never end, so the file is opened without
+    blocking and checked before it is read. A path the operator ``given`` on the command line is read
+    as it comes, a pipe included (``--task-data <(...)``)."""
+    if given:
+        return Path(path).read_text(encoding="utf-8", errors=errors)
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with open(descriptor, "rb") as handle:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return handle.read().decode("utf-8")
+        return handle.read().decode("utf-8", errors)
 
 
-def read_toml(path: Path) -> Dict[str, Any]:
+def read_toml(path: Path, *, given: bool = False) -> Dict[str, Any]:
+    """The table in the TOML file ``path`` (``given``: see ``read_text_file``); ``TaskError`` naming it."""
     try:
-        text = read_text_file(path)
+        text = read_text_file(path, given=given)
         if text.startswith("\ufeff"):
             raise ValueError("it starts with a byte order mark: save it as UTF-8 without one")
         if brackets_nest_too_deep(text, _TOML_TOKENS):
@@ -719,11 +724,11 @@ def _steps(
 # --- task_data and sidecar inputs ----------------------------------------------------------------
 
 
-def read_json_object(path: Path, what: str) -> Dict[str, Any]:
-    """The JSON object in ``path`` (plain JSON, as ``loads_json`` reads it); a ``TaskError`` naming the
-    file otherwise."""
+def read_json_object(path: Path, what: str, *, given: bool = False) -> Dict[str, Any]:
+    """The JSON object in ``path`` (plain JSON, as ``loads_json`` reads it; ``given``: see
+    ``read_text_file``); a ``TaskError`` naming the file otherwise."""
     try:
-        value = loads_json(read_text_file(path))
+        value = loads_json(read_text_file(path, given=given))
     except (OSError, ValueError) as error:  # ValueError: bad JSON, UnicodeDecodeError, huge integers
         raise TaskError(f"{path}: cannot read {what} ({error})") from None
     if not isinstance(value, dict):
@@ -735,9 +740,9 @@ def read_secrets(path: Path) -> Dict[str, str]:
     """A secrets table from a ``.json`` object or a ``.toml`` file: names to string values that an
     environment variable can hold (``env_table``)."""
     if path.suffix == ".json":
-        table: Dict[str, Any] = read_json_object(path, "secrets")
+        table: Dict[str, Any] = read_json_object(path, "secrets", given=True)
     else:
-        table = read_toml(path)
+        table = read_toml(path, given=True)
     return env_table(table, str(path), "secrets")
 
 
@@ -817,7 +822,7 @@ def _rows(path: Path) -> Dict[str, Dict[str, Any]]:
     """The rows of ``path`` by id; every bad line is named in the one ``TaskError`` it raises."""
     rows: Dict[str, Dict[str, Any]] = {}
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = read_text_file(path).split("\n")
     except (OSError, ValueError) as error:  # ValueError: UnicodeDecodeError
         raise TaskError(f"{path}: cannot read it ({error})") from None
     problems: List[str] = []

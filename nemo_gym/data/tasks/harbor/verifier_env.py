@@ -29,6 +29,7 @@ from nemo_gym.data.tasks.harbor.task import (
     brackets_nest_too_deep,
     load_task,
     nested_too_deep,
+    read_text_file,
     sidecar_refusal,
 )
 
@@ -195,7 +196,7 @@ def _compose(task: Task) -> Tuple[Optional[Any], Optional[str]]:
         return {}, None
     too_deep = f"{path}: not valid YAML (nested more than {MAX_NESTING} levels deep)"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)
         if _yaml_nests_too_deep(text):  # before PyYAML recurses near the interpreter's limit
             return None, too_deep
         parsed = yaml.safe_load(text)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
-from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS
+from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS, read_text_file
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -69,7 +69,7 @@ def declared_workdir(task: Task) -> Optional[str]:
         return task.environment.workdir
     dockerfile = Path(task.path) / "environment" / "Dockerfile"
     try:
-        text = dockerfile.read_text(encoding="utf-8")
+        text = read_text_file(dockerfile)
     except (OSError, UnicodeDecodeError):
         return None
     return dockerfile_workdir(text)
@@ -95,6 +95,7 @@ def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
     if not path.startswith("/") or "\0" in path:
         return "the sandbox path must be absolute"
     normal = "/" + posixpath.normpath(path).strip("/")
+    workdir = None if workdir is None else "/" + posixpath.normpath(workdir).strip("/")
     for folder in PROTECTED_PATHS:
         if normal == folder or normal.startswith(folder + "/"):
             where = "is" if normal == folder else "is under"

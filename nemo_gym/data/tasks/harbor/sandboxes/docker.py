@@ -400,7 +400,7 @@ class DockerSandbox:
         image_workdir = config.get("WorkingDir") or ""
         if not self._declared_workdir and image_workdir not in ("", "/"):
             self.workdir = image_workdir
-            self._refuse_mounts(self.workdir)
+        self._refuse_mounts(self.workdir)  # the one it runs in, declared or not
         made = await self._exec_argv(
             ["mkdir", "-p", self.workdir, *self._mounts], cwd="/", env=None, timeout_s=60, user=self.admin_user
         )
