@@ -33,7 +33,6 @@ from nemo_gym.data.tasks.harbor.task import (
     load_dataset,
     load_task,
     no_task_reason,
-    protected_clash,
     read_text_file,
     read_toml,
 )
@@ -702,16 +701,11 @@ def _workdir_findings(task: Task, dockerfile: Path) -> List[Finding]:
     """``[environment].workdir`` away from the folder the Dockerfile copies the task's files into:
     Harbor starts every command in the workdir, so the agent and the oracle never meet them there."""
     from nemo_gym.data.tasks.harbor.image_build import copied_workdir
-    from nemo_gym.data.tasks.harbor.workdir import declared_workdir
+    from nemo_gym.data.tasks.harbor.workdir import dockerfile_workdir_refusal
 
-    declared = declared_workdir(task)
-    clash = protected_clash(posixpath.normpath(declared)) if declared and not task.environment.workdir else None
-    if clash is not None:  # [environment].workdir itself is load_task's to refuse
-        message = (
-            f"WORKDIR {declared} {clash}: grading makes that folder afresh for every run, and the agent's "
-            "files in it would be lost; work elsewhere (e.g. /app)"
-        )
-        return [Finding(ERROR, str(dockerfile), "WORKDIR", message)]
+    refusal = dockerfile_workdir_refusal(task)
+    if refusal is not None:
+        return [Finding(ERROR, str(dockerfile), "WORKDIR", refusal)]
     workdir = task.environment.workdir
     try:
         copied = copied_workdir(read_text_file(dockerfile)) if workdir and dockerfile.is_file() else None

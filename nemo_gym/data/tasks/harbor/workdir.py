@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
-from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS, read_text_file
+from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS, protected_clash, read_text_file
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -86,6 +86,20 @@ def working_directory(task: Task, image_workdir: Optional[str] = None) -> str:
     return DEFAULT_WORKDIR
 
 
+def dockerfile_workdir_refusal(task: Task) -> Optional[str]:
+    """Why the ``WORKDIR`` of the task's ``environment/Dockerfile``, which it declares when
+    ``[environment].workdir`` is not set (``load_task`` refuses that one), can hold no workspace, or
+    ``None``: it is, lies under or holds ``/tests`` or ``/logs/verifier``, which grading makes afresh."""
+    declared = None if task.environment.workdir else declared_workdir(task)
+    clash = protected_clash(posixpath.normpath(declared)) if declared else None
+    if clash is None:
+        return None
+    return (
+        f"WORKDIR {declared} {clash}: grading makes that folder afresh for every run, and the agent's files "
+        "in it would be lost; work elsewhere (e.g. /app)"
+    )
+
+
 def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
     """Why no host folder may be put at the sandbox ``path`` (``--mount``), or ``None``: it is not
     absolute, or it is or lies under ``/tests`` or ``/logs/verifier``, which grading makes afresh (the
@@ -112,6 +126,7 @@ __all__ = [
     "DEFAULT_WORKDIR",
     "declared_workdir",
     "dockerfile_workdir",
+    "dockerfile_workdir_refusal",
     "mount_refusal",
     "working_directory",
 ]

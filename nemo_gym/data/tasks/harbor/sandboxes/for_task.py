@@ -36,8 +36,13 @@ from typing import (
 
 from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.healthchecks import run_healthcheck
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task, protected_clash
-from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, declared_workdir, working_directory
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task
+from nemo_gym.data.tasks.harbor.workdir import (
+    DEFAULT_WORKDIR,
+    declared_workdir,
+    dockerfile_workdir_refusal,
+    working_directory,
+)
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.image_build import BuildPlan, ImageRecord
@@ -150,13 +155,9 @@ async def open_task_sandbox(
     (``healthchecks.HealthcheckError`` when it fails): as the sandbox's default user in an empty
     workspace, as ``[agent].user`` where the agent's files already are.
     """
-    declared = declared_workdir(task)
-    clash = protected_clash(posixpath.normpath(declared)) if declared else None
-    if clash is not None:  # from the Dockerfile's WORKDIR (load_task refuses [environment].workdir's)
-        raise TaskError(
-            f"{task.path / 'environment' / 'Dockerfile'}: WORKDIR {declared} {clash}: grading makes that folder "
-            "afresh for every run, and the agent's files in it would be lost"
-        )
+    refusal = dockerfile_workdir_refusal(task)
+    if refusal is not None:
+        raise TaskError(f"{task.path / 'environment' / 'Dockerfile'}: {refusal}")
     env = resolve_env(task.environment.env, os.environ, where=f"{task.path / 'task.toml'} [environment].env")
     if kind == "docker":
         from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
