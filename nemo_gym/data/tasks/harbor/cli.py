@@ -796,8 +796,8 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
         if logs_out is not None and (logs_out.is_symlink() or logs_out.exists()) and not logs_out.is_dir():
             parser.error(f"--logs-out {logs_out}: not a folder")  # said before the run, not after it
         outcome = guard.run(lambda: _verify(args, parser))
-        if args.logs_out is not None:
-            _write_logs(outcome, args.logs_out)
+        if logs_out is not None:
+            _write_logs(outcome, logs_out)
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)
         if getattr(args, "json", False) and args.command == "verify":  # a script reads the last line

@@ -443,7 +443,7 @@ def environment_config(
     workdir = _optional_string(table.get("workdir"), where, f"{name}.workdir")
     if workdir is not None and not workdir.startswith("/"):
         raise TaskError(f"{where}: {name}.workdir must be an absolute path, not {workdir!r}")
-    clash = protected_clash(posixpath.normpath(workdir)) if agents and workdir is not None else None
+    clash = protected_clash(workdir) if agents and workdir is not None else None
     if clash is not None:  # a separate verifier's may be in /tests, which its sandbox keeps
         raise TaskError(
             f"{where}: {name}.workdir = {workdir!r} {clash}: grading makes that folder afresh for every run, "
@@ -561,6 +561,17 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def normal_path(path: str) -> str:
+    """The absolute ``path`` with ``.``, ``..`` and repeated or trailing slashes resolved as text
+    (``//tests/`` and ``/app/../tests`` are ``/tests``)."""
+    return "/" + "/".join(_path_parts(posixpath.normpath(path)))
+
+
+def path_within(path: str, folder: str) -> bool:
+    """Whether the absolute ``path`` is ``folder`` or lies below it, both read as ``normal_path``."""
+    return _inside(normal_path(path), normal_path(folder))
+
+
 def artifact_source_refusal(source: str, protected: Tuple[str, ...] = PROTECTED_PATHS) -> Optional[str]:
     """Why ``source`` (an absolute path) can be no artifact's source or landing place, or ``None``:
     it is ``/``, holds a ``..`` or NUL, or is, lies under or holds one of the ``protected`` folders."""
@@ -570,20 +581,21 @@ def artifact_source_refusal(source: str, protected: Tuple[str, ...] = PROTECTED_
         return "holds a NUL character"
     if ".." in source.split("/"):
         return f"= {source[:200]!r} must not contain '..'"
-    if "/" + "/".join(_path_parts(source)) == "/":
+    if normal_path(source) == "/":
         return f"= {source!r} is refused: an artifact cannot be the whole file system"
     clash = protected_clash(source, protected)
     return None if clash is None else f"= {source[:200]!r} is refused: it {clash}"
 
 
-def protected_clash(path: str, protected: Tuple[str, ...] = PROTECTED_PATHS) -> Optional[str]:
-    """How the absolute ``path`` meets one of the ``protected`` folders, which grading makes afresh
-    for every run (``"is under /tests, which belongs to the verifier"``, ``"holds ..."``), or ``None``."""
-    normal = "/" + "/".join(_path_parts(path))
+def protected_clash(path: str, protected: Tuple[str, ...] = PROTECTED_PATHS, *, holding: bool = True) -> Optional[str]:
+    """How the absolute ``path`` (read as ``normal_path``) meets one of the ``protected`` folders, which
+    grading makes afresh for every run (``"is under /tests, which belongs to the verifier"``, and with
+    ``holding`` ``"holds ..."`` for one above them), or ``None``."""
+    normal = normal_path(path)
     for folder in protected:
         if _inside(normal, folder):
             return f"is under {folder}, which belongs to the verifier"
-        if _inside(folder, normal):
+        if holding and _inside(folder, normal):
             return f"holds {folder}, which belongs to the verifier"
     return None
 
@@ -1049,6 +1061,8 @@ __all__ = [
     "loads_json",
     "nested_too_deep",
     "no_task_reason",
+    "normal_path",
+    "path_within",
     "protected_clash",
     "read_json_object",
     "read_secrets",

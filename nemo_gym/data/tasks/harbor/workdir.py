@@ -10,9 +10,9 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Mapping, Optional
 
-from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS, protected_clash, read_text_file
+from nemo_gym.data.tasks.harbor.task import path_within, protected_clash, read_text_file
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -91,7 +91,7 @@ def dockerfile_workdir_refusal(task: Task) -> Optional[str]:
     ``[environment].workdir`` is not set (``load_task`` refuses that one), can hold no workspace, or
     ``None``: it is, lies under or holds ``/tests`` or ``/logs/verifier``, which grading makes afresh."""
     declared = None if task.environment.workdir else declared_workdir(task)
-    clash = protected_clash(posixpath.normpath(declared)) if declared else None
+    clash = protected_clash(declared) if declared else None
     if clash is None:
         return None
     return (
@@ -108,17 +108,21 @@ def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
     trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would."""
     if not path.startswith("/") or "\0" in path:
         return "the sandbox path must be absolute"
-    normal = "/" + posixpath.normpath(path).strip("/")
-    workdir = None if workdir is None else "/" + posixpath.normpath(workdir).strip("/")
-    for folder in PROTECTED_PATHS:
-        if normal == folder or normal.startswith(folder + "/"):
-            where = "is" if normal == folder else "is under"
-            return (
-                f"the sandbox path {where} {folder}, which grading makes afresh for every run "
-                "(the host folder would be emptied)"
-            )
-    if workdir is not None and (normal == "/" or (workdir.rstrip("/") + "/").startswith(normal.rstrip("/") + "/")):
+    clash = protected_clash(path, holding=False)
+    if clash is not None:
+        return f"the sandbox path {clash} (grading makes it afresh for every run: the host folder would be emptied)"
+    if workdir is not None and path_within(workdir, path):
         return f"the sandbox path is or holds the working directory {workdir}, where the workspace goes"
+    return None
+
+
+def mounts_refusal(mounts: Mapping[str, Path], workdir: Optional[str]) -> Optional[str]:
+    """The first of ``mounts`` (sandbox path to host folder) that ``mount_refusal`` refuses, as the
+    sentence a sandbox raises, or ``None``."""
+    for path, host in mounts.items():
+        refusal = mount_refusal(path, workdir)
+        if refusal is not None:
+            return f"the mount {host}:{path} is refused: {refusal}"
     return None
 
 
@@ -128,5 +132,6 @@ __all__ = [
     "dockerfile_workdir",
     "dockerfile_workdir_refusal",
     "mount_refusal",
+    "mounts_refusal",
     "working_directory",
 ]

@@ -37,7 +37,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     names_root,
     warn_killable_keep_alive,
 )
-from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, mount_refusal
+from nemo_gym.data.tasks.harbor.workdir import DEFAULT_WORKDIR, mounts_refusal
 
 try:
     import docker
@@ -289,10 +289,9 @@ class DockerSandbox:
     def _refuse_mounts(self, workdir: Optional[str]) -> None:
         """A mount is copied in, never bound, but one at the verifier's folders would be emptied, and
         one at (or above) the working directory would replace the workspace: refused alike."""
-        for path, host in self._mounts.items():
-            refusal = mount_refusal(path, workdir)
-            if refusal is not None:
-                raise SandboxError(f"the mount {host}:{path} is refused: {refusal}")
+        refusal = mounts_refusal(self._mounts, workdir)
+        if refusal is not None:
+            raise SandboxError(refusal)
 
     async def settled(self) -> None:
         """Returns once every exec this sandbox started has ended, those a caller gave up on included:

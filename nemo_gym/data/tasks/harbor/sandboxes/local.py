@@ -43,7 +43,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
 )
-from nemo_gym.data.tasks.harbor.workdir import mount_refusal
+from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
@@ -271,11 +271,10 @@ class LocalSandbox:
             self.tmp_dir = str(self._root / "tmp")
         # Without a namespace the workspace can only be where it is on the host.
         self.workdir = posixpath.normpath(workdir) if workdir and self.isolated else str(self.workspace)
-        for path, host in self._mounts.items():  # bound, not copied: grading would empty the host's folder
-            refusal = mount_refusal(path, self.workdir)
-            if refusal is not None:
-                self._remove_root()
-                raise SandboxError(f"the mount {host}:{path} is refused: {refusal}")
+        refusal = mounts_refusal(self._mounts, self.workdir)  # bound, not copied: grading would empty them
+        if refusal is not None:
+            self._remove_root()
+            raise SandboxError(refusal)
 
     def add_user(self, user: User) -> None:
         """Makes ``user`` exist in the sandbox (see the class docstring); a uid needs nothing."""
