@@ -675,10 +675,12 @@ def test_the_local_sandbox_says_what_of_the_tasks_environment_it_runs_without(tm
     dataset = _write(
         tmp_path / "ds",
         {
+            "built/task.toml": "",
             "built/environment/Dockerfile": "FROM debian\nRUN apt-get install -y jq\n",
             "built/tests/verifier.py": verifier,
             "pulled/task.toml": '[environment]\ndocker_image = "python:3.12-slim"\n',
             "pulled/tests/verifier.py": verifier,
+            "plain/task.toml": "",
             "plain/tests/verifier.py": verifier,
             **{f"{name}/solution/solve.sh": "#!/bin/bash\ntrue\n" for name in ("built", "pulled", "plain")},
         },
@@ -733,7 +735,10 @@ def test_a_failed_verify_without_task_data_json_says_it_got_an_empty_dict(tmp_pa
 
     task = _write(
         tmp_path / "t",
-        {"tests/verifier.py": "def verify(workspace, task_data):\n    return task_data['answer'] == '42'\n"},
+        {
+            "task.toml": "",
+            "tests/verifier.py": "def verify(workspace, task_data):\n    return task_data['answer'] == '42'\n",
+        },
     )
     assert main(["verify", str(task)]) == 0
     said = capsys.readouterr()
@@ -823,3 +828,141 @@ def test_a_row_with_no_solution_field_is_told_about_the_field(tmp_path, capsys):
         in out
     )
     assert ": no solution/ folder:" not in out
+
+
+# --- Red team 57/59's leftovers: what an operator's script or a careless mount still lost ----------
+
+
+def test_a_usage_error_found_after_parsing_says_it_in_json_too(tmp_path):
+    # --json promised a script one object on stdout's last line; a --mount refusal, a missing
+    # --workspace or a bad --timeout (exit 2) printed none.
+    precious = write_files(tmp_path / "precious", {"notes.txt": "mine\n"})
+    for args, said in (
+        (["--mount", f"{precious}:/tests"], f"--mount {precious}:/tests: the sandbox path "),
+        (["--workspace", str(tmp_path / "missing")], f"--workspace {tmp_path / 'missing'}: not a folder"),
+        (["--timeout", "0"], "--timeout must be a finite positive number"),
+        (["--timeout", "soon"], "argument --timeout: invalid float value: 'soon'"),
+    ):
+        result = gym("verify", "examples/answer-file", *args, "--json")
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+        assert said in json.loads(result.stdout.splitlines()[-1])["error"], result.stdout
+        assert gym("verify", "examples/answer-file", *args).stdout == ""  # without --json, stdout stays empty
+
+
+def test_logs_out_that_cannot_be_written_still_gives_the_outcome(tmp_path):
+    # The run graded, then --logs-out failed to write (a file in the way under it): the outcome was lost.
+    logs = write_files(tmp_path / "logs", {"test-stdout.txt/x": "in the way\n"})
+    result = gym("verify", "examples/answer-file", "--logs-out", str(logs), "--json")
+    assert result.returncode == 1 and f"--logs-out {logs}: cannot write the verifier's files" in result.stderr
+    assert json.loads(result.stdout.splitlines()[-1])["reward"] == 1.0, result.stdout
+    result = gym("verify", "examples/answer-file", "--logs-out", str(logs))
+    assert result.returncode == 1 and result.stdout.startswith("reward 1 [examples/answer-file]"), result.stdout
+    assert (logs / "test-stdout.txt" / "x").read_text() == "in the way\n"
+
+
+def test_two_mounts_at_one_sandbox_path_are_a_usage_error(tmp_path):
+    # The last one silently won: the verifier saw other files than the operator meant it to.
+    first = write_files(tmp_path / "first", {"a.txt": "a\n"})
+    second = write_files(tmp_path / "second", {"b.txt": "b\n"})
+    result = gym("verify", "examples/answer-file", "--mount", f"{first}:/data", "--mount", f"{second}:/data/")
+    assert result.returncode == 2, result.stderr
+    assert f"--mount {second}:/data/: /data is given twice (also {first})" in result.stderr, result.stderr
+    result = gym("verify", "examples/answer-file", "--mount", f"{first}:/logs/artifacts", "--artifacts", str(second))
+    assert result.returncode == 2 and "/logs/artifacts is given twice" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_mount_holding_the_verifiers_folder_never_replaces_a_host_file_there(tmp_path, kind):
+    # Red team 59: --mount HOST:/logs, with HOST/verifier a file of the operator's, replaced that file with
+    # the verifier's folder. A folder there is the verifier's (made afresh, as a Harbor trial's is).
+    host = tmp_path / "trial"
+    host.mkdir()
+    if kind == "file":
+        (host / "verifier").write_text("precious\n")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        (host / "verifier").symlink_to(tmp_path / "elsewhere")
+    result = gym("verify", "examples/answer-file", "--mount", f"{host}:/logs")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"--mount {host}:/logs: {host / 'verifier'} is a {kind}, where grading makes" in result.stderr
+    if kind == "file":
+        assert (host / "verifier").read_text() == "precious\n"
+    else:
+        assert (host / "verifier").is_symlink()
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox, SandboxError
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+
+    workspace = write_files(tmp_path / "workspace", {})
+    with pytest.raises(SandboxError, match=f"is a {kind}, where grading makes"):
+        LocalSandbox(workspace, workdir="/app", mounts={"/logs": host})
+    with pytest.raises(SandboxError, match=f"is a {kind}, where grading makes"):
+        DockerSandbox("any:image", workspace=workspace, workdir="/app", mounts={"/logs": host}, client=object())
+    (host / "verifier").unlink()
+    (host / "verifier").mkdir()
+    result = gym("verify", "examples/answer-file", "--mount", f"{host}:/logs")
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+    assert json.loads((host / "verifier" / "reward.json").read_text()) == {"reward": 1.0}
+
+
+def test_metric_names_print_on_one_line_and_cut_short(tmp_path):
+    # Red team 57: a 100,000-character metric name printed in full; one with a line break printed a line
+    # of its own, such as "reward 1 [task]" under a reward of 0.
+    task = write_files(
+        tmp_path / "task",
+        {
+            "task.toml": "",
+            "tests/verifier.py": (
+                "def verify():\n    return {'reward': 0.0, 'x\\nreward 1 [task]': 1.0, 'y' * 100000: 2.0}\n"
+            ),
+        },
+    )
+    result = gym("verify", str(task))
+    assert result.returncode == 0 and result.stdout.startswith("reward 0 "), result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert not any(line.startswith("reward 1") for line in lines), lines
+    metrics = next(line for line in lines if line.startswith("metrics: "))
+    assert "x\\nreward 1 [task]=1" in metrics and len(metrics) < 1000, metrics[:300]
+    outcome = json.loads(gym("verify", str(task), "--json").stdout.splitlines()[-1])
+    assert outcome["metrics"]["y" * 100000] == 2.0  # --json keeps them whole
+
+
+def test_a_folder_without_task_toml_is_graded_and_told_what_the_other_commands_need(tmp_path):
+    # Red team 57: verify graded a folder with tests/ and no task.toml, which check, validate, publish and
+    # Harbor each refuse given alone: the author found out only on publishing.
+    task = write_files(tmp_path / "task", {"tests/verifier.py": "def verify():\n    return 1.0\n"})
+    result = gym("verify", str(task))
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+    assert (
+        f"gym-harbor: note: {task} has no task.toml: check, dataset validate, dataset publish and Harbor take a "
+        "folder as a task by itself only with one (an empty one will do)\n"
+    ) in result.stderr, result.stderr
+    assert "has no task.toml" not in gym("verify", "examples/answer-file").stderr
+
+
+@pytest.mark.parametrize("place", ["/usr", "/bin", "/lib"])
+def test_the_local_sandbox_refuses_to_hide_this_machines_tools_under_the_workspace_or_a_mount(tmp_path, place):
+    # Red team 57: [environment].workdir = "/usr" bound the workspace over the host's /usr: no bash, no
+    # Python, and every run masked with "bwrap: execvp bash" (a Docker image would have its own /usr).
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox, SandboxError
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+
+    if not namespaces_available():
+        pytest.skip("the sandbox places folders only with bubblewrap")
+    workspace = write_files(tmp_path / "workspace", {})
+    data = write_files(tmp_path / "data", {})
+    hides = f"is or holds {place}, which the local sandbox takes from this machine"
+    with pytest.raises(SandboxError, match=f"the working directory {place} {hides}"):
+        LocalSandbox(workspace, workdir=place)
+    with pytest.raises(SandboxError, match=f"the mount {data}:{place} {hides}"):
+        LocalSandbox(workspace, workdir="/app", mounts={place: data})
+    LocalSandbox(workspace, workdir=f"{place}/src/app", mounts={f"{place}/share/data": data})  # under it: taken
+    task = tmp_path / "task"
+    shutil.copytree(EXAMPLES / "answer-file", task)
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(toml.replace('workdir = "/workspace"', f'workdir = "{place}"'))
+    result = gym("verify", str(task))
+    assert result.returncode == 1 and f"the working directory {place} {hides}" in result.stderr, result.stderr
+    for kept in ("/etc", "/root", "/opt"):  # commands still start with the workspace bound there: taken
+        (task / "task.toml").write_text(toml.replace('workdir = "/workspace"', f'workdir = "{kept}"'))
+        result = gym("verify", str(task))
+        assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -100,12 +100,26 @@ class _SignalGuard:
         return asyncio.run(self._guarded(start))
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="NeMo Gym's command line for Harbor tasks: verify, validate and publish."
-    )
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors (status 2) also print ``{"error": ...}`` on stdout
+    when ``json_errors`` is set: ``verify --json`` promises a script one JSON object, whatever ends the run."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            self.print_usage(sys.stderr)
+            print(json.dumps({"error": _one_line(f"{self.prog}: error: {message}")}))
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        super().error(message)
+
+
+def _parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``json_errors`` makes ``verify``'s usage errors say themselves in JSON too."""
+    parser = _Parser(prog=PROG, description="NeMo Gym's command line for Harbor tasks: verify, validate and publish.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     verify = commands.add_parser("verify", help="run one task's verifier and print the outcome")
+    verify.json_errors = json_errors
     verify.add_argument("task_dir", metavar="TASK_DIR", type=Path, help="the task folder")
     verify.add_argument(
         "--workspace",
@@ -257,22 +271,25 @@ def _read_response(path: Path, parser: argparse.ArgumentParser) -> Dict[str, Any
 def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser, workdir: str) -> Dict[str, Path]:
     """``--mount HOST:PATH`` and ``--artifacts DIR`` as ``{sandbox path: host folder}``; none may be
     put where grading or the workspace goes (``workdir.mount_refusal``)."""
+    from nemo_gym.data.tasks.harbor.task import normal_path
     from nemo_gym.data.tasks.harbor.workdir import mount_refusal
 
     mounts: Dict[str, Path] = {}
-    specs = list(args.mount or [])
+    specs = [(f"--mount {spec}", spec) for spec in args.mount or []]
     if args.artifacts is not None:
-        specs.append(f"{args.artifacts}:/logs/artifacts")
-    for spec in specs:
+        specs.append((f"--artifacts {args.artifacts}", f"{args.artifacts}:/logs/artifacts"))
+    for given, spec in specs:
         host, separator, path = spec.rpartition(":")
         if not separator or not host or not path.startswith("/"):
-            parser.error(f"--mount {spec}: give HOST_FOLDER:/ABSOLUTE/SANDBOX/PATH")
+            parser.error(f"{given}: give HOST_FOLDER:/ABSOLUTE/SANDBOX/PATH")
         if not Path(host).is_dir():
-            parser.error(f"--mount {spec}: {host} is not a folder")
-        refusal = mount_refusal(path, workdir)
+            parser.error(f"{given}: {host} is not a folder")
+        refusal = mount_refusal(path, workdir, Path(host))
         if refusal is not None:
-            parser.error(f"--mount {spec}: {refusal}")
-        mounts[path] = Path(host)
+            parser.error(f"{given}: {refusal}")
+        if normal_path(path) in mounts:  # the last would silently win
+            parser.error(f"{given}: {normal_path(path)} is given twice (also {mounts[normal_path(path)]})")
+        mounts[normal_path(path)] = Path(host)
     return mounts
 
 
@@ -348,6 +365,12 @@ async def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(
             f"{PROG}: note: --workspace {args.workspace} holds a task.toml: it was graded as the agent's "
             "working directory (a task's own sample is its workspace/ folder, the default)",
+            file=sys.stderr,
+        )
+    if args.row is None and not (task.path / "task.toml").exists():
+        print(
+            f"{PROG}: note: {args.task_dir} has no task.toml: check, dataset validate, dataset publish and Harbor "
+            "take a folder as a task by itself only with one (an empty one will do)",
             file=sys.stderr,
         )
     if args.response and _never_reads(task, args.step, "response"):
@@ -439,14 +462,25 @@ def _print_human(outcome: VerificationOutcome, label: str, verbose: bool = False
     else:
         print(f"reward {outcome.reward:g} [{label}]{' (timed out)' if outcome.timed_out else ''}")
     if outcome.reward_components:
-        print("components: " + ", ".join(outcome.reward_components))
+        print("components: " + ", ".join(_name(name) for name in outcome.reward_components))
     if outcome.metrics:
-        print("metrics: " + ", ".join(f"{key}={value:g}" for key, value in outcome.metrics.items()))
+        print("metrics: " + ", ".join(f"{_name(key)}={value:g}" for key, value in outcome.metrics.items()))
     if outcome.failure_kind:
         print(f"failure: {outcome.failure_kind}: {outcome.detail}")
     if outcome.failure_kind or outcome.masked or verbose:
         print("--- test-stdout.txt ---")
         print(outcome.stdout.rstrip("\n") or "(empty)")
+
+
+# The longest metric or component name the human summary shows whole (--json keeps every name whole).
+NAME_SHOWN = 100
+
+
+def _name(name: str) -> str:
+    """A name the verifier chose, as one line of at most about ``NAME_SHOWN`` characters."""
+    if len(name) > NAME_SHOWN:
+        name = f"{name[:NAME_SHOWN]}... ({len(name)} characters)"
+    return _one_line(name)
 
 
 def _os_reason(error: OSError) -> str:
@@ -778,7 +812,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
-    parser = _parser()
+    # Read before parsing, so that an option's own usage error (--timeout abc) is said in JSON too.
+    parser = _parser(json_errors="--json" in (sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     parser = getattr(args, "command_parser", parser)
     from nemo_gym.data.tasks.harbor.sandboxes import SandboxError
@@ -796,13 +831,23 @@ def _main(argv: Optional[List[str]], guard: _SignalGuard) -> int:
         if logs_out is not None and (logs_out.is_symlink() or logs_out.exists()) and not logs_out.is_dir():
             parser.error(f"--logs-out {logs_out}: not a folder")  # said before the run, not after it
         outcome = guard.run(lambda: _verify(args, parser))
-        if logs_out is not None:
-            _write_logs(outcome, logs_out)
     except (CommandError, TaskError, StagingError, SandboxError) as error:
         _print_error(error)
         if getattr(args, "json", False) and args.command == "verify":  # a script reads the last line
             print(json.dumps({"error": _one_line(str(error))}))
         return 1
+    status = _report(outcome, args)
+    if logs_out is not None:  # after the outcome is printed: a folder that cannot be written loses no grade
+        try:
+            _write_logs(outcome, logs_out)
+        except CommandError as error:
+            _print_error(error)
+            return 1
+    return status
+
+
+def _report(outcome: VerificationOutcome, args: argparse.Namespace) -> int:
+    """Prints ``verify``'s outcome (``--json``: one object on the last line) and returns its status."""
     if args.json:
         fields = ("reward", "metrics", "reward_components", "failure_kind", "masked", "mask_reason", "detail")
         report = {key: getattr(outcome, key) for key in fields}

@@ -7,12 +7,13 @@ makes the published environment have it.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional
 
-from nemo_gym.data.tasks.harbor.task import path_within, protected_clash, read_text_file
+from nemo_gym.data.tasks.harbor.task import PROTECTED_PATHS, normal_path, path_within, protected_clash, read_text_file
 
 if TYPE_CHECKING:
     from nemo_gym.data.tasks.harbor.task import Task
@@ -100,12 +101,13 @@ def dockerfile_workdir_refusal(task: Task) -> Optional[str]:
     )
 
 
-def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
+def mount_refusal(path: str, workdir: Optional[str], host: Optional[Path] = None) -> Optional[str]:
     """Why no host folder may be put at the sandbox ``path`` (``--mount``), or ``None``: it is not
     absolute, or it is or lies under ``/tests`` or ``/logs/verifier``, which grading makes afresh (the
     host folder would be emptied), or it is the working directory ``workdir`` or holds it (the
     workspace would be hidden). One that holds the verifier's folders (``/logs``, as Harbor mounts a
-    trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would."""
+    trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would; but not when
+    the ``host`` folder has a file or a link where that folder goes, which grading would replace."""
     if not path.startswith("/") or "\0" in path:
         return "the sandbox path must be absolute"
     clash = protected_clash(path, holding=False)
@@ -113,6 +115,16 @@ def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
         return f"the sandbox path {clash} (grading makes it afresh for every run: the host folder would be emptied)"
     if workdir is not None and path_within(workdir, path):
         return f"the sandbox path is or holds the working directory {workdir}, where the workspace goes"
+    for folder in PROTECTED_PATHS:
+        if host is None or not path_within(folder, path):
+            continue
+        inside = Path(host, posixpath.relpath(normal_path(folder), normal_path(path)))
+        if os.path.islink(inside) or (os.path.lexists(inside) and not os.path.isdir(inside)):
+            kind = "link" if os.path.islink(inside) else "file"
+            return (
+                f"{inside} is a {kind}, where grading makes the folder {folder} afresh for every run: it would be "
+                "replaced (move it, or mount another folder)"
+            )
     return None
 
 
@@ -120,7 +132,7 @@ def mounts_refusal(mounts: Mapping[str, Path], workdir: Optional[str]) -> Option
     """The first of ``mounts`` (sandbox path to host folder) that ``mount_refusal`` refuses, as the
     sentence a sandbox raises, or ``None``."""
     for path, host in mounts.items():
-        refusal = mount_refusal(path, workdir)
+        refusal = mount_refusal(path, workdir, Path(host))
         if refusal is not None:
             return f"the mount {host}:{path} is refused: {refusal}"
     return None

@@ -43,6 +43,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
 )
+from nemo_gym.data.tasks.harbor.task import path_within
 from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
@@ -62,6 +63,10 @@ _SCRATCH = ("/var/tmp", "/dev/shm")  # of _TMPFS: /run stays root's, as in a con
 # Writable where a test.sh expects to write (pip's and apt's caches, a user's dotfiles), with the
 # host's entries bound back read-only: files can be added, the host's cannot change.
 _LAYERED = ("/root", "/usr/local")
+# The host's programs and libraries (bash and Python among them), which every command runs on: a
+# workspace or mount bound over one hides them, and every run fails as a sandbox fault (masked) where
+# the task's image would have its own. /etc, /root or /opt can be bound over: commands still start.
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Docker's default capabilities but the network's and CAP_MKNOD: a root verifier can chown, switch
 # users and kill in its namespace, but not mount, trace other processes or load modules; since it
 # shares the host's network, neither read its traffic (CAP_NET_RAW) nor take its low ports; and since
@@ -155,6 +160,22 @@ def _make_room(path: str, layered: List[str]) -> List[str]:
     if parent == "/" or any(parent == folder or parent.startswith(folder + "/") for folder in writable):
         return []
     return _layered(parent)
+
+
+def _hiding_refusal(workdir: str, mounts: Mapping[str, Path]) -> Optional[str]:
+    """Why the workspace at ``workdir``, or one of ``mounts``, cannot be bound where it would be: it
+    is or holds one of the host's ``_SYSTEM`` folders (as named, or where the host's links lead:
+    ``/bin`` may be ``/usr/bin``), or ``None``."""
+    placed = [(f"the working directory {workdir}", workdir)]
+    placed += [(f"the mount {host}:{place}", place) for place, host in mounts.items()]
+    for what, place in placed:
+        for folder in _SYSTEM:
+            if path_within(folder, place) or path_within(folder, os.path.realpath(place)):
+                return (
+                    f"{what} is or holds {folder}, which the local sandbox takes from this machine: bound there, it "
+                    "would hide this machine's programs; --sandbox docker runs the task's image"
+                )
+    return None
 
 
 def _scratch_perms(folder: str) -> Tuple[str, ...]:
@@ -272,6 +293,8 @@ class LocalSandbox:
         # Without a namespace the workspace can only be where it is on the host.
         self.workdir = posixpath.normpath(workdir) if workdir and self.isolated else str(self.workspace)
         refusal = mounts_refusal(self._mounts, self.workdir)  # bound, not copied: grading would empty them
+        if refusal is None and self.isolated:
+            refusal = _hiding_refusal(self.workdir, self._mounts)
         if refusal is not None:
             self._remove_root()
             raise SandboxError(refusal)
