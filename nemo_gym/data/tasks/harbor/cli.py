@@ -284,7 +284,7 @@ def _mounts(args: argparse.Namespace, parser: argparse.ArgumentParser, workdir: 
             parser.error(f"{given}: give HOST_FOLDER:/ABSOLUTE/SANDBOX/PATH")
         if not Path(host).is_dir():
             parser.error(f"{given}: {host} is not a folder")
-        refusal = mount_refusal(path, workdir, Path(host))
+        refusal = mount_refusal(path, workdir)
         if refusal is not None:
             parser.error(f"{given}: {refusal}")
         if normal_path(path) in mounts:  # the last would silently win

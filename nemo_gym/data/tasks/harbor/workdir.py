@@ -101,13 +101,12 @@ def dockerfile_workdir_refusal(task: Task) -> Optional[str]:
     )
 
 
-def mount_refusal(path: str, workdir: Optional[str], host: Optional[Path] = None) -> Optional[str]:
+def mount_refusal(path: str, workdir: Optional[str]) -> Optional[str]:
     """Why no host folder may be put at the sandbox ``path`` (``--mount``), or ``None``: it is not
     absolute, or it is or lies under ``/tests`` or ``/logs/verifier``, which grading makes afresh (the
     host folder would be emptied), or it is the working directory ``workdir`` or holds it (the
     workspace would be hidden). One that holds the verifier's folders (``/logs``, as Harbor mounts a
-    trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would; but not when
-    the ``host`` folder has a file or a link where that folder goes, which grading would replace."""
+    trial's) is taken: grading makes its ``verifier`` folder afresh, as a run would."""
     if not path.startswith("/") or "\0" in path:
         return "the sandbox path must be absolute"
     clash = protected_clash(path, holding=False)
@@ -115,8 +114,15 @@ def mount_refusal(path: str, workdir: Optional[str], host: Optional[Path] = None
         return f"the sandbox path {clash} (grading makes it afresh for every run: the host folder would be emptied)"
     if workdir is not None and path_within(workdir, path):
         return f"the sandbox path is or holds the working directory {workdir}, where the workspace goes"
+    return None
+
+
+def bind_refusal(path: str, host: Path) -> Optional[str]:
+    """Why the ``host`` folder cannot be bound (not copied) at the sandbox ``path``, which holds the
+    verifier's folders (``/logs``), or ``None``: it has a file or a link where grading makes a
+    verifier's folder afresh, so the host's file would be replaced."""
     for folder in PROTECTED_PATHS:
-        if host is None or not path_within(folder, path):
+        if not path_within(folder, path):
             continue
         inside = Path(host, posixpath.relpath(normal_path(folder), normal_path(path)))
         if os.path.islink(inside) or (os.path.lexists(inside) and not os.path.isdir(inside)):
@@ -128,11 +134,11 @@ def mount_refusal(path: str, workdir: Optional[str], host: Optional[Path] = None
     return None
 
 
-def mounts_refusal(mounts: Mapping[str, Path], workdir: Optional[str]) -> Optional[str]:
-    """The first of ``mounts`` (sandbox path to host folder) that ``mount_refusal`` refuses, as the
-    sentence a sandbox raises, or ``None``."""
+def mounts_refusal(mounts: Mapping[str, Path], workdir: Optional[str], *, bound: bool = False) -> Optional[str]:
+    """The first of ``mounts`` (sandbox path to host folder) that ``mount_refusal`` refuses, or, when
+    they are ``bound`` rather than copied, ``bind_refusal``, as the sentence a sandbox raises, or ``None``."""
     for path, host in mounts.items():
-        refusal = mount_refusal(path, workdir, Path(host))
+        refusal = mount_refusal(path, workdir) or (bind_refusal(path, Path(host)) if bound else None)
         if refusal is not None:
             return f"the mount {host}:{path} is refused: {refusal}"
     return None
@@ -140,6 +146,7 @@ def mounts_refusal(mounts: Mapping[str, Path], workdir: Optional[str]) -> Option
 
 __all__ = [
     "DEFAULT_WORKDIR",
+    "bind_refusal",
     "declared_workdir",
     "dockerfile_workdir",
     "dockerfile_workdir_refusal",

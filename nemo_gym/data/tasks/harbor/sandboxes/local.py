@@ -292,7 +292,7 @@ class LocalSandbox:
             self.tmp_dir = str(self._root / "tmp")
         # Without a namespace the workspace can only be where it is on the host.
         self.workdir = posixpath.normpath(workdir) if workdir and self.isolated else str(self.workspace)
-        refusal = mounts_refusal(self._mounts, self.workdir)  # bound, not copied: grading would empty them
+        refusal = mounts_refusal(self._mounts, self.workdir, bound=True)  # grading would empty or replace them
         if refusal is None and self.isolated:
             refusal = _hiding_refusal(self.workdir, self._mounts)
         if refusal is not None:
