@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -181,6 +182,45 @@ def test_a_mount_elsewhere_and_artifacts_still_go_in(tmp_path):
     artifacts = write_files(tmp_path / "artifacts", {"a.txt": "a\n"})
     result = gym("verify", "examples/answer-file", "--mount", f"{data}:/data", "--artifacts", str(artifacts))
     assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+
+
+def test_a_mount_inside_the_workspace_or_another_mount_leaves_no_mount_point_behind(tmp_path):
+    # Red team 59: bubblewrap makes a mount's folder in the host folder it is bound into; verify --in-place
+    # left an empty sub/data in the author's own workspace (and one in the other mount's host folder).
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+
+    if not namespaces_available():
+        pytest.skip("the sandbox places folders only with bubblewrap")
+    workspace = write_files(tmp_path / "ws", {"answer.txt": "Paris\n", "kept/x.txt": "x\n"})
+    outer = write_files(tmp_path / "outer", {"o.txt": "o\n"})
+    inner = write_files(tmp_path / "inner", {"i.txt": "i\n"})
+    kept = write_files(tmp_path / "kept", {"k.txt": "k\n"})
+    mounts = ["--mount", f"{inner}:/workspace/sub/data/deep/er", "--mount", f"{outer}:/workspace/sub/data"]
+    mounts += ["--mount", f"{kept}:/workspace/kept"]
+    result = gym("verify", "examples/answer-file", "--workspace", str(workspace), "--in-place", *mounts)
+    assert result.returncode == 0 and result.stdout.startswith("reward 1"), result.stdout + result.stderr
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == [
+        "inner",
+        "inner/i.txt",
+        "kept",
+        "kept/k.txt",
+        "outer",
+        "outer/o.txt",
+        "ws",
+        "ws/answer.txt",
+        "ws/kept",
+        "ws/kept/x.txt",
+    ]
+    # Given inner first, the outer mount went on top of it and hid it; each is where it was put.
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+
+    async def read() -> str:
+        mounted = {"/app/sub/data/deep/er": inner, "/app/sub/data": outer}
+        async with LocalSandbox(workspace, workdir="/app", mounts=mounted) as sandbox:
+            result = await sandbox.exec("cat sub/data/deep/er/i.txt sub/data/o.txt", cwd="/app")
+            return result.stdout
+
+    assert asyncio.run(read()) == "i\no\n"
 
 
 def test_init_where_no_folder_can_be_made_is_one_sentence(tmp_path):

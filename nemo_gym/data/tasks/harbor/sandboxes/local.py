@@ -43,7 +43,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
 )
-from nemo_gym.data.tasks.harbor.task import path_within
+from nemo_gym.data.tasks.harbor.task import normal_path, path_within
 from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
@@ -178,6 +178,27 @@ def _hiding_refusal(workdir: str, mounts: Mapping[str, Path]) -> Optional[str]:
     return None
 
 
+def _mount_points(workdir: str, workspace: Path, mounts: Mapping[str, Path]) -> List[Path]:
+    """The host folders, deepest first, that do not exist yet where a mount lies inside the workspace
+    at ``workdir`` or inside another mount: bubblewrap makes them as mount points."""
+    placed = [(workdir, workspace), *mounts.items()]
+    points: List[Path] = []
+    for place in mounts:
+        for outer, host in placed:
+            if place == outer or not path_within(place, outer):
+                continue
+            target = host
+            for part in _path_parts(posixpath.relpath(normal_path(place), normal_path(outer))):
+                target = target / part
+                if not os.path.lexists(target):
+                    points.append(target)
+    return sorted(set(points), key=lambda point: -len(point.parts))
+
+
+def _path_parts(path: str) -> List[str]:
+    return [part for part in path.split("/") if part]
+
+
 def _scratch_perms(folder: str) -> Tuple[str, ...]:
     return ("--perms", f"{_SCRATCH_MODE:o}") if folder in _SCRATCH else ()
 
@@ -265,6 +286,8 @@ class LocalSandbox:
             if not path.startswith("/") or not Path(host).is_dir():
                 raise SandboxError(f"the mount {host}:{path} needs an existing host folder and an absolute path")
             self._mounts[posixpath.normpath(path)] = Path(host).resolve()
+        # Bound outer first: a mount inside another goes on top of it, not under it, whatever the order given.
+        self._mounts = dict(sorted(self._mounts.items(), key=lambda item: len(_path_parts(item[0]))))
         self._root = Path(tempfile.mkdtemp(prefix="nemo-gym-sandbox-"))
         # A sandbox never closed (used without `async with`, or dropped) leaves no folder behind.
         self._remove_root = weakref.finalize(self, _remove_tree, self._root)
@@ -298,6 +321,8 @@ class LocalSandbox:
         if refusal is not None:
             self._remove_root()
             raise SandboxError(refusal)
+        # The folders bubblewrap will make in a host folder for a mount inside it: removed again on close.
+        self._mount_points = _mount_points(self.workdir, self.workspace, self._mounts) if self.isolated else []
 
     def add_user(self, user: User) -> None:
         """Makes ``user`` exist in the sandbox (see the class docstring); a uid needs nothing."""
@@ -340,6 +365,11 @@ class LocalSandbox:
         if self._remove_root.alive and self.isolated:
             for folder in (self.workspace, *self._mounts.values()):
                 await in_thread(defuse, folder)
+            for point in self._mount_points:
+                try:
+                    os.rmdir(point)  # only while empty: what a command put there stays
+                except OSError:
+                    pass
         self._remove_root()  # once: a second close does nothing
 
     @property
