@@ -285,6 +285,22 @@ def test_a_long_run_of_combining_marks_costs_linear_time(options):
     assert exact_match(zalgo + " ", zalgo, **options) and not exact_match(zalgo, "e", **options)
 
 
+@pytest.mark.parametrize(
+    "attack, form",
+    [("\u0f73" * 100_000, "NFC"), ("\u0f75\u0f81" * 50_000, "NFKC"), ("\u0301\uff9e" * 50_000, "NFKC")],
+)
+def test_characters_that_decompose_into_combining_marks_count_as_those_marks(attack, form):
+    # Red team 61: U+0F73, U+0F75 and U+0F81 (two marks each once decomposed) and, under NFKC, U+FF9E and
+    # U+FF9F (one) are no combining marks themselves: the count restarted at each, no U+034F went in,
+    # and normalising the run they make took quadratic time (40,000 of U+0F73: 6.3 s; 100,000: 40 s).
+    import time
+
+    start = time.perf_counter()
+    assert not exact_match("x" + attack, "x", unicode_form=form)
+    assert time.perf_counter() - start < 5  # quadratic: tens of seconds
+    assert exact_match("\u0f73", "\u0f71\u0f72") and exact_match("\uff9e", "\u3099", unicode_form="NFKC")
+
+
 def test_collapse_whitespace_splits_where_str_split_does_and_costs_no_object_per_word():
     # Red team 52's note: " ".join(text.split()) made an object per word, 20 times the text's size for a
     # response of short words. The pattern must split exactly where str.split() does.

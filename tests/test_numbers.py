@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo_gym.verifiers import _numbers, numeric_match, parse_number
+from nemo_gym.verifiers import _numbers, exact_match, numeric_match, parse_number
 
 pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
 
@@ -384,3 +384,13 @@ def test_the_readmes_recipe_for_a_quantity_with_units(answer, reward):
     namespace: dict = {}
     exec(compile(source, "README.md", "exec"), namespace)
     assert namespace["verify"](response(f"The distance is:\n\n{answer}"), {"answer": "180"}) is reward
+
+
+def test_an_ogham_space_mark_is_no_sign_and_no_space_to_a_number():
+    # Red team 61: exact_match reads U+1680 (drawn as a dash) as "-", while parse_number stripped it as
+    # white space: "\u16805" was 5 to numeric_match and -5 to exact_match, and
+    # `numeric_match(a, E) or exact_match(a, E)` scored it for either sign.
+    answer = "\u16805"
+    assert parse_number(answer) is None
+    assert [numeric_match(answer, 5) or exact_match(answer, "5"), exact_match(answer, "-5")] == [False, True]
+    assert parse_number("5\u1680") is None and parse_number("\u2212 5".replace(" ", "")) == -5

@@ -51,6 +51,9 @@ _OPERATORS = "*"  # stays with a number beside it, as a dash does: 2 * 3 is not 
 # is normalised. CPython orders a run by insertion sort, so an answer of one long run took minutes
 # (red team 58); the standard's own streams never hold a longer one.
 _MAX_MARKS = 30
+# No combining marks themselves, but nothing else once decomposed (U+0F73 is U+0F71 U+0F72; U+FF9E and
+# U+FF9F under NFKC), counted as the marks they become: the only five from Unicode 12.1 to 15.1.
+_MARKS_WITHIN = {"\u0f73": 2, "\u0f75": 2, "\u0f81": 2, "\uff9e": 1, "\uff9f": 1}
 _PATTERNS = Patterns(
     # A run of marks and spaces holding at least one mark, whole: its start is never inside a run of
     # spaces (the look-behind), so a long run of spaces costs linear time.
@@ -66,13 +69,18 @@ def _stream_safe(text: str) -> str:
     text format), so that normalising it costs linear time; the same text when it has no such run."""
     import unicodedata
 
+    combining, within = unicodedata.combining, _MARKS_WITHIN.get
     pieces, run, start = [], 0, 0
     for index, char in enumerate(text):
-        run = run + 1 if unicodedata.combining(char) else 0
-        if run > _MAX_MARKS:
+        marks = 1 if combining(char) else within(char, 0)
+        if not marks:
+            run = 0
+        elif run + marks > _MAX_MARKS:
             pieces.append(text[start:index])
             pieces.append("\u034f")
-            start, run = index, 1
+            start, run = index, marks
+        else:
+            run += marks
     return "".join(pieces) + text[start:] if pieces else text
 
 

@@ -168,6 +168,8 @@ def _parse_text(text: str) -> Optional[Tuple[Fraction, bool]]:
     """``(value, has_percent)`` for a number written as text, else ``None``."""
     if len(text) > MAX_NUMBER_TEXT:
         return None
+    if "\u1680" in text:  # white space to str.strip, drawn as a dash, and a minus to exact_match: no number
+        return None
     # LaTeX's thousands separator, 1{,}234 (a comma is punctuation in math mode without the braces).
     text = text.translate(_FOLD).replace("{,}", ",").strip()
     percent = dot = False
