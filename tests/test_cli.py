@@ -489,6 +489,7 @@ SLEEPER = """\
 import time
 
 def verify(workspace):
+    (workspace / "tick").write_text("-1")  # before "started": the signal may come before the loop's first tick
     (workspace / "started").write_text("")
     for tick in range(600):
         (workspace / "tick").write_text(str(tick))
