@@ -422,16 +422,16 @@ def _set_aside(fallocate: "Any", descriptor: "int", size: "int") -> None:
             pass
 
 
-def _writable_by_others(path: "str", own_uid: "int") -> "Optional[str]":
-    """Why another user than root and ``own_uid`` could change ``path``, or ``None``."""
+def _writable_by_others(path: "str", own_uid: "int", named: "str" = "") -> "Optional[str]":
+    """Why another user than root and ``own_uid`` could change ``path`` (said as ``named``), or ``None``."""
     try:
         status = os.stat(path)
     except OSError:
         return None
     if status.st_uid not in (0, own_uid):
-        return f"{path} belongs to uid {status.st_uid}"
+        return f"{named or path} belongs to uid {status.st_uid}"
     if status.st_mode & 0o022:
-        return f"{path} is writable by its group or by everyone"
+        return f"{named or path} is writable by its group or by everyone"
     return None
 
 
@@ -461,24 +461,51 @@ def unsafe_site() -> "List[str]":
 
 
 def safe_python_path(cwd: "str") -> "Tuple[List[str], List[str]]":
-    """The task's ``PYTHONPATH`` entries the runner may append (absolute, outside the working
-    directory, changeable by root and the verifier's user alone), and why the others were dropped."""
+    """The task's ``PYTHONPATH`` entries the runner may append (``safe_entries``), and why the others
+    were dropped."""
+    return safe_entries(os.environ.get("PYTHONPATH", "").split(os.pathsep), cwd, "PYTHONPATH entry {!r}")
+
+
+def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[List[str], List[str]]":
+    """Of ``entries`` (folders for ``sys.path``), those the runner may keep: absolute, outside the
+    working directory ``cwd``, and changeable by root and the verifier's user alone, as are the
+    folders above them (where one could be renamed away and replaced; a sticky one, such as /tmp,
+    excepted); and why the others were dropped, each named by ``label`` (a format string)."""
     uid = os.geteuid()
     root = os.path.realpath(cwd)
     kept, dropped = [], []
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    for entry in entries:
         if not entry:
             continue
+        named = label.format(entry)
         real = os.path.realpath(entry)
         problem = None
         if not os.path.isabs(entry):
-            problem = f"PYTHONPATH entry {entry!r} is relative: it would resolve in the working directory"
+            problem = f"{named} is relative: it would resolve in the working directory"
         elif real == root or real.startswith(root.rstrip("/") + "/"):
-            problem = f"PYTHONPATH entry {entry!r} is inside the working directory"
+            problem = f"{named} is inside the working directory"
         else:
-            problem = _writable_by_others(real, uid)
+            problem = _writable_by_others(real, uid, named) or _renamable_by_others(real, uid, named)
         if problem:
             dropped.append(problem)
         elif entry not in kept:
             kept.append(entry)
     return kept, dropped
+
+
+def _renamable_by_others(path: "str", own_uid: "int", named: "str") -> "Optional[str]":
+    """Why another user than root and ``own_uid`` could rename ``path`` (said as ``named``) away and put
+    their own in its place (a folder above it is theirs, or writable by its group or everyone and not
+    sticky), or ``None``."""
+    folder = path
+    while folder != "/":
+        folder = os.path.dirname(folder)
+        try:
+            status = os.stat(folder)
+        except OSError:
+            return None
+        if status.st_uid not in (0, own_uid):
+            return f"{folder}, above {named}, belongs to uid {status.st_uid}"
+        if status.st_mode & 0o022 and not status.st_mode & 0o1000:
+            return f"{folder}, above {named}, is writable by its group or by everyone"
+    return None

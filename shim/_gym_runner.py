@@ -294,24 +294,45 @@ def write_reward(logs_dir: "str", text: "str") -> None:
         raise
 
 
+# What site imports from anywhere on sys.path once it is set up: see _set_up_sys_path.
+_CUSTOMIZE = ("sitecustomize", "usercustomize")
+
+
 def _set_up_sys_path(here: "str") -> None:
     # test.sh starts Python with -E -S: no PYTHON* variable and no site-packages act before the
     # runner, so nothing the task's environment names (a PYTHONPATH into the workspace and its
     # sitecustomize.py) runs first. site runs here; the task's PYTHONPATH is honoured after the
     # standard library and site-packages, so it can add modules but never shadow one, and never
-    # with a folder inside the working directory or one another user could change.
+    # with a folder inside the working directory or one another user could change. Nor is a folder
+    # a .pth file adds (an editable install's names the agent's project, /app/src): site would
+    # import sitecustomize from it, so that import waits until such folders are gone (red team 60).
     import site
 
-    site.main()
+    before = set(sys.path)
+    for name in _CUSTOMIZE:
+        sys.modules[name] = None  # type: ignore[assignment]  # site's own import fails quietly
+    try:
+        site.main()
+    finally:
+        for name in _CUSTOMIZE:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
-    if os.environ.get("PYTHONPATH"):
-        from _gym_channel import safe_python_path
+    site_dirs = {os.path.abspath(folder) for folder in site.getsitepackages()}
+    added = [entry for entry in sys.path if entry not in before and os.path.abspath(entry) not in site_dirs]
+    if added or os.environ.get("PYTHONPATH"):
+        from _gym_channel import safe_entries, safe_python_path
 
-        kept, dropped = safe_python_path(cwd)
+        kept, dropped = safe_entries(added, cwd, "{} (from a .pth file)")
+        sys.path[:] = [entry for entry in sys.path if entry not in added or entry in kept]
+        if os.environ.get("PYTHONPATH"):
+            more, refused = safe_python_path(cwd)
+            sys.path.extend(entry for entry in more if entry not in sys.path)
+            dropped += refused
         for problem in dropped:
             print(f"verifier warning: {problem}: not added to sys.path")
-        sys.path.extend(entry for entry in kept if entry not in sys.path)
+    site.execsitecustomize()  # the image's own, found where site-packages and root's folders are
 
 
 def main(here: "str") -> "int":

@@ -505,3 +505,58 @@ def test_an_agents_zip_in_roots_lib_is_checked(run_shim, tmp_path, base):
     os.lchown(zip_path, AGENT, AGENT)  # the agent's file in root's lib/
     _trap_works(bin_dir / "python3", marker, "pass")
     _refused_and_graded(run_shim(VERIFIER, path=f"{bin_dir}:{FALLBACK}"), marker)
+
+
+# --- Red team 60: a .pth file (root's) that puts a folder of the agent's on sys.path ---
+
+FORGER = (
+    "import os, sys\n"
+    "runner = sys.modules.get('_gym_runner')\n"
+    "if runner is not None:\n"
+    "    runner.call_verify = lambda verify, here: 1.0\n"
+    "print('the agent ran in the runner as', os.geteuid())\n"
+)
+IMPORTS_THE_AGENTS = (
+    "def verify():\n"
+    "    try:\n"
+    "        import agents_module  # noqa: F401\n"
+    "    except ImportError:\n"
+    "        return 0.25\n"
+    "    return 0.5\n"
+)
+
+
+@pytest.mark.parametrize("where", ["inside the working directory", "a folder the agent owns"])
+def test_a_pth_file_never_puts_the_agents_folder_on_the_runners_path(run_shim, tmp_path, base, where):
+    """An editable install writes a root-owned ``.pth`` holding the project's folder (``/app/src``, or
+    ``/app`` itself), which the agent owns: ``site.main()`` put it on sys.path and imported the agent's
+    ``sitecustomize.py`` from it inside the runner, which then graded a wrong answer 1.0 (and later
+    imports found the agent's modules there). Such an entry is dropped before anything imports from
+    it, as a ``PYTHONPATH`` entry would be; a root folder's ``sitecustomize`` still runs."""
+    real = os.path.realpath(sys.executable)
+    made = subprocess.run([real, "-m", "venv", "--without-pip", "--copies", str(base / "venv")])
+    assert made.returncode == 0
+    site_packages = next((base / "venv").glob("lib/python3*/site-packages"))
+    if where == "inside the working directory":
+        agents = tmp_path / "workspace" / "src"  # run_shim's workspace
+        files = {"src/sitecustomize.py": FORGER, "src/agents_module.py": ""}
+    else:
+        agents = base / "agents"
+        agents.mkdir()
+        (agents / "sitecustomize.py").write_text(FORGER)
+        (agents / "agents_module.py").write_text("")
+        give_to_agent(agents)
+        files = {}
+    (site_packages / "__editable__.project-0.1.pth").write_text(f"{agents}\n")
+    run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the agent ran" not in run.output, run.output
+    assert run.reward == {"reward": 0.25}, run.output
+    assert f"verifier warning: {agents} (from a .pth file) " in run.output, run.output
+    # A root folder outside the working directory is the image's own: its modules and sitecustomize stay.
+    image = base / "image"
+    image.mkdir()
+    (image / "sitecustomize.py").write_text("print('the image customized its Python')\n")
+    (image / "agents_module.py").write_text("")
+    (site_packages / "__editable__.project-0.1.pth").write_text(f"{image}\n")
+    run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
+    assert run.reward == {"reward": 0.5} and "the image customized its Python" in run.output, run.output
