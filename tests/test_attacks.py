@@ -15,6 +15,7 @@ import os
 import shlex
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -443,6 +444,34 @@ def test_no_device_node_or_set_id_file_the_agent_makes_stays_on_the_host(tmp_pat
         ["find", str(workspace), "-name", ".far*", "-printf", "%y %m\n"], capture_output=True, text=True, check=True
     )
     assert far.stdout == "f 755\n", far.stdout  # made (300 folders deep), its bit gone; the node never made
+
+
+def test_no_file_capability_the_agent_sets_stays_on_the_host(tmp_path):
+    """Red team 60: as red team 44's set-id shell, but through file capabilities, which the closing
+    sweep does not look at: a root verifier ran the agent's program, which copied cat and python into
+    the workspace with cap_dac_read_search and cap_setuid, and any host user who reached them read
+    /etc/shadow and became root. The sandbox keeps no CAP_SETFCAP, so no capability can be set."""
+    needs_root()
+    setxattr = (
+        "import os, struct, sys\n"
+        "for name, bits in (('.cat', 1 << 2), ('.py', (1 << 6) | (1 << 7))):\n"
+        "    try:\n"
+        "        os.setxattr(name, 'security.capability', struct.pack('<5I', 0x02000001, bits, 0, 0, 0))\n"
+        "        print('set', name)\n"
+        "    except OSError as error:\n"
+        "        print('refused', name, error.errno)\n"
+    )
+    python = os.path.realpath(sys.executable)  # the venv of the tests sits in the host's /tmp, not the sandbox's
+    solve = f"cp /bin/cat .cat && cp {python} .py\n{python} setcap.py > made.txt 2>&1\necho 41 > answer.txt\n"
+    grade = 'bash solve.sh\nif [ "$(cat answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task_dir = task(tmp_path / "task", {"tests/test.sh": grade})
+    workspace = task(tmp_path / "ws", {"solve.sh": solve, "setcap.py": setxattr})
+    outcome = verify(task_dir, workspace)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert (workspace / "made.txt").read_text().startswith("refused .cat"), (workspace / "made.txt").read_text()
+    for name in (".cat", ".py"):
+        with pytest.raises(OSError):
+            os.getxattr(workspace / name, "security.capability")
 
 
 def test_the_host_is_read_only_and_its_environment_absent(tmp_path, monkeypatch):

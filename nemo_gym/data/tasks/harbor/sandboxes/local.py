@@ -67,10 +67,11 @@ _LAYERED = ("/root", "/usr/local")
 # workspace or mount bound over one hides them, and every run fails as a sandbox fault (masked) where
 # the task's image would have its own. /etc, /root or /opt can be bound over: commands still start.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# Docker's default capabilities but the network's and CAP_MKNOD: a root verifier can chown, switch
-# users and kill in its namespace, but not mount, trace other processes or load modules; since it
+# Docker's default capabilities but the network's, CAP_MKNOD and CAP_SETFCAP: a root verifier can chown,
+# switch users and kill in its namespace, but not mount, trace other processes or load modules; since it
 # shares the host's network, neither read its traffic (CAP_NET_RAW) nor take its low ports; and since
-# the workspace is a host folder, not make device nodes there that the host would honour (red team 44).
+# the workspace is a host folder, not make device nodes there that the host would honour (red team 44),
+# nor give a file there capabilities (a cat that reads /etc/shadow for any host user: red team 60).
 _CAPABILITIES = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -78,7 +79,6 @@ _CAPABILITIES = (
     "CAP_FOWNER",
     "CAP_SETGID",
     "CAP_SETUID",
-    "CAP_SETFCAP",
     "CAP_SETPCAP",
     "CAP_SYS_CHROOT",
     "CAP_KILL",
