@@ -461,35 +461,40 @@ def unsafe_site() -> "List[str]":
 
 
 def safe_python_path(cwd: "str") -> "Tuple[List[str], List[str]]":
-    """The task's ``PYTHONPATH`` entries the runner may append (``safe_entries``), and why the others
-    were dropped."""
-    return safe_entries(os.environ.get("PYTHONPATH", "").split(os.pathsep), cwd, "PYTHONPATH entry {!r}")
+    """The task's ``PYTHONPATH`` entries the runner may append, as the folders they resolve to
+    (``safe_entries``), and why the others were dropped."""
+    kept, dropped = safe_entries(os.environ.get("PYTHONPATH", "").split(os.pathsep), cwd, "PYTHONPATH entry {!r}")
+    return list(dict.fromkeys(kept.values())), dropped
 
 
-def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[List[str], List[str]]":
-    """Of ``entries`` (folders for ``sys.path``), those the runner may keep: absolute, outside the
-    working directory ``cwd``, and changeable by root and the verifier's user alone, as are the
-    folders above them (where one could be renamed away and replaced; a sticky one, such as /tmp,
-    excepted); and why the others were dropped, each named by ``label`` (a format string)."""
+def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[str, str], List[str]]":
+    """Of ``entries`` (folders for ``sys.path``), those the runner may keep, each with the folder it
+    resolves to now, which is what goes on sys.path (a link the agent could point elsewhere once
+    checked never does): absolute, a folder, outside the working directory ``cwd``, and changeable
+    by root and the verifier's user alone, as are the folders above it (where it could be renamed
+    away and replaced; a sticky one, such as /tmp, excepted); and why the others were dropped, each
+    named by ``label`` (a format string)."""
     uid = os.geteuid()
     root = os.path.realpath(cwd)
-    kept, dropped = [], []
+    kept: Dict[str, str] = {}
+    dropped = []
     for entry in entries:
         if not entry:
             continue
         named = label.format(entry)
         real = os.path.realpath(entry)
-        problem = None
         if not os.path.isabs(entry):
-            problem = f"{named} is relative: it would resolve in the working directory"
+            problem: Optional[str] = f"{named} is relative: it would resolve in the working directory"
+        elif not os.path.isdir(real):
+            problem = f"{named} is no folder"
         elif real == root or real.startswith(root.rstrip("/") + "/"):
             problem = f"{named} is inside the working directory"
         else:
             problem = _writable_by_others(real, uid, named) or _renamable_by_others(real, uid, named)
         if problem:
             dropped.append(problem)
-        elif entry not in kept:
-            kept.append(entry)
+        else:
+            kept[entry] = real
     return kept, dropped
 
 
@@ -503,7 +508,7 @@ def _renamable_by_others(path: "str", own_uid: "int", named: "str") -> "Optional
         try:
             status = os.stat(folder)
         except OSError:
-            return None
+            return f"{folder}, above {named}, cannot be read"
         if status.st_uid not in (0, own_uid):
             return f"{folder}, above {named}, belongs to uid {status.st_uid}"
         if status.st_mode & 0o022 and not status.st_mode & 0o1000:

@@ -296,6 +296,8 @@ def write_reward(logs_dir: "str", text: "str") -> None:
 
 # What site imports from anywhere on sys.path once it is set up: see _set_up_sys_path.
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
+# What was kept off sys.path while site set it up, and why: said once it is done.
+_OFF_PATH: "List[str]" = []
 
 
 def _set_up_sys_path(here: "str") -> None:
@@ -304,35 +306,85 @@ def _set_up_sys_path(here: "str") -> None:
     # sitecustomize.py) runs first. site runs here; the task's PYTHONPATH is honoured after the
     # standard library and site-packages, so it can add modules but never shadow one, and never
     # with a folder inside the working directory or one another user could change. Nor is a folder
-    # a .pth file adds (an editable install's names the agent's project, /app/src): site would
-    # import sitecustomize from it, so that import waits until such folders are gone (red team 60).
+    # a .pth file names (an editable install's names the agent's project, /app/src), checked before
+    # the file's next line runs (_add_pth); sitecustomize is imported once sys.path is set up
+    # (red teams 60 and 62: site imported the agent's from there, inside the runner).
     import site
 
-    before = set(sys.path)
     for name in _CUSTOMIZE:
         sys.modules[name] = None  # type: ignore[assignment]  # site's own import fails quietly
+    site.addpackage, add = _add_pth, site.addpackage  # type: ignore[assignment]
     try:
         site.main()
     finally:
+        site.addpackage = add
         for name in _CUSTOMIZE:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
-    site_dirs = {os.path.abspath(folder) for folder in site.getsitepackages()}
-    added = [entry for entry in sys.path if entry not in before and os.path.abspath(entry) not in site_dirs]
-    if added or os.environ.get("PYTHONPATH"):
-        from _gym_channel import safe_entries, safe_python_path
+    if os.environ.get("PYTHONPATH"):
+        from _gym_channel import safe_python_path
 
-        kept, dropped = safe_entries(added, cwd, "{} (from a .pth file)")
-        sys.path[:] = [entry for entry in sys.path if entry not in added or entry in kept]
-        if os.environ.get("PYTHONPATH"):
-            more, refused = safe_python_path(cwd)
-            sys.path.extend(entry for entry in more if entry not in sys.path)
-            dropped += refused
-        for problem in dropped:
-            print(f"verifier warning: {problem}: not added to sys.path")
+        kept, dropped = safe_python_path(cwd)
+        sys.path.extend(entry for entry in kept if entry not in sys.path)
+        _OFF_PATH.extend(f"{problem}: not added to sys.path" for problem in dropped)
+    for problem in _OFF_PATH:
+        print(f"verifier warning: {problem}")
     site.execsitecustomize()  # the image's own, found where site-packages and root's folders are
+
+
+def _add_pth(sitedir: "str", name: "str", known_paths: "Any") -> "Any":
+    """``site.addpackage`` for the runner: a folder a line of the ``.pth`` file names, or that one of
+    its import lines puts on sys.path, stays there only once ``_vet`` took it, before the next line
+    runs, so that no import (a later line's, the runner's) ever looks in a folder of the agent's."""
+    import site
+
+    reset = known_paths is None
+    if reset:
+        known_paths = site._init_pathinfo()  # type: ignore[attr-defined]
+    path = os.path.join(sitedir, name)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None if reset else known_paths
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # site falls back on the locale's encoding
+        text = data.decode("latin-1")
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("#") or not line.strip():
+            continue
+        before = list(sys.path)
+        if line.startswith(("import ", "import\t")):
+            try:
+                exec(line, dict(vars(site)))  # as site runs it
+            except Exception as error:
+                _OFF_PATH.append(f"{path} line {number} failed ({type(error).__name__}: {error}); the rest was skipped")
+                _vet(before, f"{{}} (from {name})")
+                break
+        else:
+            folder, case = site.makepath(sitedir, line.rstrip())
+            if case in known_paths or not os.path.exists(folder):
+                continue
+            sys.path.append(folder)
+            known_paths.add(case)
+        if sys.path != before:
+            _vet(before, f"{{}} (from {name})")
+    return None if reset else known_paths
+
+
+def _vet(before: "List[str]", label: "str") -> None:
+    """Keeps, of what joined sys.path since it was ``before``, what ``_gym_channel.safe_entries``
+    takes, each as the folder it resolves to; why it dropped the rest is said later."""
+    current, vetted = list(sys.path), set(before)
+    sys.path[:] = before  # the checks' own import must not look in what they have not checked yet
+    from _gym_channel import safe_entries
+
+    kept, dropped = safe_entries([entry for entry in current if entry not in vetted], os.getcwd(), label)
+    sys.path[:] = [entry if entry in vetted else kept[entry] for entry in current if entry in vetted or entry in kept]
+    _OFF_PATH.extend(f"{problem}: not added to sys.path" for problem in dropped)
 
 
 def main(here: "str") -> "int":

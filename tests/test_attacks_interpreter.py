@@ -551,7 +551,7 @@ def test_a_pth_file_never_puts_the_agents_folder_on_the_runners_path(run_shim, t
     run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
     assert "the agent ran" not in run.output, run.output
     assert run.reward == {"reward": 0.25}, run.output
-    assert f"verifier warning: {agents} (from a .pth file) " in run.output, run.output
+    assert f"verifier warning: {agents} (from __editable__.project-0.1.pth) " in run.output, run.output
     # A root folder outside the working directory is the image's own: its modules and sitecustomize stay.
     image = base / "image"
     image.mkdir()
@@ -560,3 +560,66 @@ def test_a_pth_file_never_puts_the_agents_folder_on_the_runners_path(run_shim, t
     (site_packages / "__editable__.project-0.1.pth").write_text(f"{image}\n")
     run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
     assert run.reward == {"reward": 0.5} and "the image customized its Python" in run.output, run.output
+
+
+def _root_venv(base: Path) -> Path:
+    """A root venv under ``base`` (no pip): its site-packages folder."""
+    made = subprocess.run(
+        [os.path.realpath(sys.executable), "-m", "venv", "--without-pip", "--copies", str(base / "venv")]
+    )
+    assert made.returncode == 0
+    return next((base / "venv").glob("lib/python3*/site-packages"))
+
+
+def test_a_pth_import_line_never_finds_its_module_in_a_folder_of_the_agents(run_shim, tmp_path, base):
+    """Red team 62: site runs a ``.pth`` file's import lines while it goes, and the folder of an
+    earlier ``.pth`` (the editable install's ``/app/src``) was still on sys.path when a later one ran
+    (Debian's two dist-packages: ``distutils-precedence.pth`` imported the agent's ``_distutils_hack``,
+    after the runner was sealed). A folder joins sys.path only once it is checked, line by line."""
+    site_packages = _root_venv(base)
+    image = base / "image"
+    image.mkdir()
+    (image / "rootmod.py").write_text("print('the image module ran')\n")
+    agents = tmp_path / "workspace" / "src"
+    (site_packages / "a-editable.pth").write_text(f"{agents}\n")
+    (site_packages / "b-image.pth").write_text(f"{image}\nimport rootmod\n")
+    files = {"src/rootmod.py": FORGER}
+    run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the agent ran" not in run.output and "the image module ran" in run.output, run.output
+    assert run.reward == {"reward": 0.25}, run.output
+
+
+def test_a_pth_import_line_that_puts_the_agents_folder_first_is_undone_before_the_runner_imports(
+    run_shim, tmp_path, base
+):
+    """Red team 62: ``import sys; sys.path.insert(0, ...)`` (easy-install's idiom) with the agent's
+    folder: the runner then imported its own ``_gym_channel`` to check the entries, and found the
+    agent's there first (stock Harbor's mode, uid 0)."""
+    site_packages = _root_venv(base)
+    agents = tmp_path / "workspace" / "src"
+    (site_packages / "easy-install.pth").write_text(f"import sys; sys.path.insert(0, {str(agents)!r})\n")
+    forged = FORGER + "def safe_entries(*args):\n    return {}, []\n"
+    files = {f"src/{name}.py": forged for name in ("_gym_channel", "_gym_runner_rare", "sitecustomize")}
+    run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the agent ran" not in run.output, run.output
+    assert run.reward == {"reward": 0.25}, run.output
+    assert f"verifier warning: {agents} (from easy-install.pth) is inside the working directory" in run.output
+
+
+def test_a_folder_kept_on_the_path_is_the_one_checked(run_shim, tmp_path, base):
+    """Red team 62: the checks read a link's target, and sys.path kept the link, which the agent's
+    process could point elsewhere between the check and the import; a folder that did not exist
+    (a link to nothing yet) passed unchecked. Kept: the resolved folder; dropped: one that is none."""
+    site_packages = _root_venv(base)
+    image = base / "image"
+    image.mkdir()
+    (base / "linked").symlink_to(image)
+    (site_packages / "linked.pth").write_text(f"{base / 'linked'}\n")
+    probe = (
+        "import sys\n\ndef verify():\n"
+        f"    print('linked' if {str(base / 'linked')!r} in sys.path else 'resolved' if {str(image)!r} in sys.path "
+        "else 'none')\n    return 1.0\n"
+    )
+    run = run_shim(probe, path=f"{base}/venv/bin:{FALLBACK}", env={"PYTHONPATH": f"{base / 'nothing-yet'}"})
+    assert "resolved" in run.output, run.output
+    assert f"PYTHONPATH entry {str(base / 'nothing-yet')!r} is no folder" in run.output, run.output
