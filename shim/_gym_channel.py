@@ -280,10 +280,10 @@ def note_cache_tag(folder: "str") -> None:
 
 
 def serve(here: "str") -> "Optional[Reporter]":
-    """``take_over``, then a check of this interpreter's site-packages (``unsafe_site``): the
+    """``take_over``, then a check of this interpreter's site-packages (``site_refusal``): the
     reporter, or ``None`` once the runner may not grade (it printed why, and reported a refusal
     when it could)."""
-    from _gym_runner import MISSING_REWARD, PRELOADED
+    from _gym_runner import MISSING_REWARD, PRELOADED, site_refusal
 
     try:
         reporter, inputs = take_over(here)
@@ -291,18 +291,13 @@ def serve(here: "str") -> "Optional[Reporter]":
         print(f"verifier error: {error}\n{MISSING_REWARD}")
         return None
     PRELOADED.update(inputs)
-    problems = unsafe_site()
+    message = site_refusal()
     try:
         reporter.confirm()  # the last step before code of the task (or a .pth file) can run
     except VerifierError as error:
         print(f"verifier error: {error}\n{MISSING_REWARD}")
         return None
-    if problems:
-        message = (
-            f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there "
-            "would run inside the runner, so it does not grade here; give the verifier an interpreter only "
-            "root and its own user can write"
-        )
+    if message is not None:
         print(f"verifier error: {message}\n{MISSING_REWARD}")
         reporter.send("refused", message)
         return None
@@ -422,44 +417,6 @@ def _set_aside(fallocate: "Any", descriptor: "int", size: "int") -> None:
             pass
 
 
-def _writable_by_others(path: "str", own_uid: "int", named: "str" = "") -> "Optional[str]":
-    """Why another user than root and ``own_uid`` could change ``path`` (said as ``named``), or ``None``."""
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    if status.st_uid not in (0, own_uid):
-        return f"{named or path} belongs to uid {status.st_uid}"
-    if status.st_mode & 0o022:
-        return f"{named or path} is writable by its group or by everyone"
-    return None
-
-
-def unsafe_site() -> "List[str]":
-    """The site-packages folders (and ``.pth`` files) of this interpreter that a user other than root
-    and the verifier's own could change: code there would run inside this process (``site`` has not
-    run yet: test.sh starts Python with ``-S``)."""
-    import site
-
-    uid = os.geteuid()
-    prefixes = {sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix)}
-    executable_dir = os.path.dirname(os.path.abspath(sys.executable))
-    for folder in (executable_dir, os.path.dirname(executable_dir)):  # a venv's pyvenv.cfg
-        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
-            prefixes.add(os.path.dirname(executable_dir))
-    problems = []
-    for folder in site.getsitepackages(sorted(prefixes)):
-        if not os.path.isdir(folder):
-            continue
-        for path in [folder, os.path.dirname(folder)] + [
-            os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".pth")
-        ]:
-            problem = _writable_by_others(path, uid)
-            if problem:
-                problems.append(problem)
-    return problems
-
-
 def safe_python_path(cwd: "str") -> "Tuple[List[str], List[str]]":
     """The task's ``PYTHONPATH`` entries the runner may append, as the folders they resolve to
     (``safe_entries``), and why the others were dropped."""
@@ -474,6 +431,8 @@ def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[
     by root and the verifier's user alone, as are the folders above it (where it could be renamed
     away and replaced; a sticky one, such as /tmp, excepted); and why the others were dropped, each
     named by ``label`` (a format string)."""
+    from _gym_runner import writable_by_others
+
     uid = os.geteuid()
     root = os.path.realpath(cwd)
     kept: Dict[str, str] = {}
@@ -482,7 +441,11 @@ def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[
         if not entry:
             continue
         named = label.format(entry)
-        real = os.path.realpath(entry)
+        try:
+            real = os.path.realpath(entry)
+        except (OSError, RecursionError, ValueError):  # a chain of links longer than the recursion limit
+            dropped.append(f"{named} cannot be resolved")
+            continue
         if not os.path.isabs(entry):
             problem: Optional[str] = f"{named} is relative: it would resolve in the working directory"
         elif not os.path.isdir(real):
@@ -490,7 +453,7 @@ def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[
         elif real == root or real.startswith(root.rstrip("/") + "/"):
             problem = f"{named} is inside the working directory"
         else:
-            problem = _writable_by_others(real, uid, named) or _renamable_by_others(real, uid, named)
+            problem = writable_by_others(real, uid, named) or _renamable_by_others(real, uid, named)
         if problem:
             dropped.append(problem)
         else:

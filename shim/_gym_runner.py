@@ -294,6 +294,57 @@ def write_reward(logs_dir: "str", text: "str") -> None:
         raise
 
 
+def writable_by_others(path: "str", own_uid: "int", named: "str" = "") -> "Optional[str]":
+    """Why another user than root and ``own_uid`` could change ``path`` (said as ``named``), or ``None``."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    if status.st_uid not in (0, own_uid):
+        return f"{named or path} belongs to uid {status.st_uid}"
+    if status.st_mode & 0o022:
+        return f"{named or path} is writable by its group or by everyone"
+    return None
+
+
+def unsafe_site() -> "List[str]":
+    """The site-packages folders (and ``.pth`` files) of this interpreter that a user other than root
+    and the verifier's own could change: code there would run inside this process (``site`` has not
+    run yet: test.sh starts Python with ``-S``)."""
+    import site
+
+    uid = os.geteuid()
+    prefixes = {sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix)}
+    executable_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for folder in (executable_dir, os.path.dirname(executable_dir)):  # a venv's pyvenv.cfg
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            prefixes.add(os.path.dirname(executable_dir))
+    problems = []
+    for folder in site.getsitepackages(sorted(prefixes)):
+        if not os.path.isdir(folder):
+            continue
+        for path in [folder, os.path.dirname(folder)] + [
+            os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".pth")
+        ]:
+            problem = writable_by_others(path, uid)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def site_refusal() -> "Optional[str]":
+    """Why this interpreter's site-packages may not grade (``unsafe_site``: code another user put
+    there would run inside the runner), under NeMo Gym's server and stock Harbor alike, or ``None``."""
+    problems = unsafe_site()
+    if not problems:
+        return None
+    return (
+        f"the verifier's Python can be changed by another user ({'; '.join(problems)}): code put there would "
+        "run inside the runner, so it does not grade here; give the verifier an interpreter only root and its "
+        "own user can write"
+    )
+
+
 # What site imports from anywhere on sys.path once it is set up: see _set_up_sys_path.
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
 # What was kept off sys.path while site set it up, and why: said once it is done.
@@ -311,9 +362,20 @@ def _set_up_sys_path(here: "str") -> None:
     # (red teams 60 and 62: site imported the agent's from there, inside the runner).
     import site
 
+    original = list(sys.path)
+    try:
+        _set_up_site(here, site)
+    except Exception as error:  # the agent's doing (a working directory removed): no grade, no stray path
+        sys.path[:] = original
+        raise VerifierError(f"setting up sys.path failed ({type(error).__name__}: {error})", error) from None
+    site.execsitecustomize()  # the image's own, found where site-packages and root's folders are
+
+
+def _set_up_site(here: "str", site: "Any") -> None:
+    """``_set_up_sys_path``'s work, but for the image's ``sitecustomize``."""
     for name in _CUSTOMIZE:
         sys.modules[name] = None  # type: ignore[assignment]  # site's own import fails quietly
-    site.addpackage, add = _add_pth, site.addpackage  # type: ignore[assignment]
+    site.addpackage, add = _add_pth, site.addpackage
     try:
         site.main()
     finally:
@@ -331,7 +393,6 @@ def _set_up_sys_path(here: "str") -> None:
         _OFF_PATH.extend(f"{problem}: not added to sys.path" for problem in dropped)
     for problem in _OFF_PATH:
         print(f"verifier warning: {problem}")
-    site.execsitecustomize()  # the image's own, found where site-packages and root's folders are
 
 
 def _add_pth(sitedir: "str", name: "str", known_paths: "Any") -> "Any":
@@ -403,18 +464,25 @@ def main(here: "str") -> "int":
         channel = serve(here)
         if channel is None:  # it said why
             return 1
-    _set_up_sys_path(here)
     logs_dir = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
-    _BEFORE_RUN.update(sys.modules)
-    gc.freeze()  # what exists now is the runner's: ``end`` looks only at what the run made
     try:
         # NeMo Gym's server empties the folder first; stock Harbor does not, so a reward the agent
-        # planted would stand whenever verify fails. A failed run must read as "no reward" under both.
+        # planted would stand whenever the run fails, from here on (red team 63). A failed run must
+        # read as "no reward" under both.
         for name in ("reward.json", "reward.txt"):
             try:
                 os.unlink(os.path.join(logs_dir, name))
             except FileNotFoundError:
                 pass
+        refusal = site_refusal() if channel is None else None  # serve() checked under NeMo Gym
+        if refusal is not None:
+            raise VerifierError(refusal)
+        _set_up_sys_path(here)
+    except (VerifierError, OSError) as error:
+        return rare().fail(error, logs_dir, channel)  # type: ignore[no-any-return]
+    _BEFORE_RUN.update(sys.modules)
+    gc.freeze()  # what exists now is the runner's: ``end`` looks only at what the run made
+    try:
         text = reward_json(call_verify(load_verify(here), here))
     except (VerifierError, OSError) as error:
         return rare().fail(error, logs_dir, channel)  # type: ignore[no-any-return]

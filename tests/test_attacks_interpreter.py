@@ -623,3 +623,43 @@ def test_a_folder_kept_on_the_path_is_the_one_checked(run_shim, tmp_path, base):
     run = run_shim(probe, path=f"{base}/venv/bin:{FALLBACK}", env={"PYTHONPATH": f"{base / 'nothing-yet'}"})
     assert "resolved" in run.output, run.output
     assert f"PYTHONPATH entry {str(base / 'nothing-yet')!r} is no folder" in run.output, run.output
+
+
+# --- Red team 63: what stock Harbor's mode (no channel) still let through ---
+
+
+def test_site_packages_another_user_can_change_is_refused_under_stock_harbor_too(run_shim, tmp_path, base):
+    """Red team 63: an image that opens site-packages to every user (so that anyone may pip install):
+    the agent's ``.pth`` ran as root inside the runner and graded a wrong answer 1.0 under stock
+    Harbor, while NeMo Gym's server refused to grade there. Both refuse now, and no reward stands."""
+    site_packages = _root_venv(base)
+    site_packages.chmod(0o777)
+    planted = site_packages / "zz-agent.pth"
+    planted.write_text(
+        "import sys; print('the agent ran in the runner'); sys.modules['_gym_runner'].call_verify = lambda v, h: 1.0\n"
+    )
+    os.chown(planted, AGENT, AGENT)
+    run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the agent ran" not in run.output and run.reward is None, run.output
+    assert f"{site_packages} is writable by its group or by everyone" in run.output, run.output
+    assert run.returncode == 1
+
+
+def test_a_path_entry_that_cannot_be_resolved_is_dropped_and_a_planted_reward_never_stands(run_shim, tmp_path):
+    """Red team 63: a PYTHONPATH entry made a chain of 1,500 links crashed the runner (RecursionError in
+    realpath, 3.8-3.12) before it removed the reward.json the agent had planted, which stock Harbor
+    then read. The entry is dropped; the planted reward is removed first thing, whatever fails next."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    previous = str(tmp_path)
+    for index in range(1500):
+        os.symlink(previous, chain / f"l{index}")
+        previous = str(chain / f"l{index}")
+    logs = tmp_path / "logs" / "verifier"
+    logs.mkdir(parents=True)
+    (logs / "reward.json").write_text('{"reward": 1.0}')
+    run = run_shim(IMPORTS_THE_AGENTS, env={"PYTHONPATH": previous})
+    assert run.reward == {"reward": 0.25}, run.output
+    assert "Traceback" not in run.output and f"PYTHONPATH entry {previous!r} " in run.output, run.output
