@@ -31,7 +31,7 @@ split_lines() {
   set +f
 }
 
-# Whether root may start "$1/$2": "$1", the folder above it (where a venv keeps its pyvenv.cfg) and
+# Whether this shell's user may start "$1/$2": "$1", the folder above it (where a venv keeps its pyvenv.cfg) and
 # the interpreter belong to root and nobody else can write them, and every folder further up
 # belongs to root and nobody else can rename what is in it: so nobody else can have swapped a
 # folder for a link, planted a pyvenv.cfg or replaced the interpreter. The same holds for the
@@ -46,7 +46,10 @@ split_lines() {
 # than forked once more (in the C locale: its words are matched below), after that subshell printed
 # the folder's physical path; the rest is builtins.
 # Status 2: the folder is the working directory or inside it, however PATH spells it (//, a link).
-root_may_run() {
+# "Root" above is root or the shell's own user ($me): one that runs as its own user (stock Harbor's
+# [verifier].user) trusts what it owns as root's, and nothing of another user's (the agent's venv in
+# /app/.venv, first on PATH, ran the agent's .pth in the runner: red team 63).
+may_run() {
   local dir=${1%/*} above=() libs=() lib std venv="" lenient=1 same="" line lines=() index=0 special mode modes physical real=() real_modes count=0 TMOUT=
   while [ -n "$dir" ]; do above+=("$dir"); dir=${dir%/*}; done
   for dir in "$1" "${above[@]}" ""; do  # "": the root folder's
@@ -80,6 +83,7 @@ root_may_run() {
     split_lines lines "$real_modes"
     for line in "${lines[@]}"; do
       count=$((count + 1))
+      [ "${line%% *}" = "$me" ] && line="0 ${line#* }"
       case "$line" in
         "0 "[0-7][0-7][0-7]) (( (8#${line:2} & 8#022) == 0 )) || return 1 ;;
         "0 "[0-7][0-7][0-7][0-7]) (( (8#${line:3} & 8#022) == 0 || (${line:2:1} & 1) )) || return 1 ;;
@@ -96,6 +100,7 @@ root_may_run() {
   split_lines lines "$modes"
   for line in "${lines[@]}"; do
     index=$((index + 1))
+    [ "${line%% *}" = "$me" ] && line="0 ${line#* }"
     case "$line" in
       "0 "*" symbolic link") continue ;;
       "0 "[0-7][0-7][0-7]" "*) special=0 mode=${line:2:3} ;;
@@ -110,19 +115,21 @@ root_may_run() {
     same=1
     for same in "$1"/* "$1"/.[!.]*; do [ -L "$same" ] || ! [ "$same" -ef "$1/$2" ] || return 1; done
   done
-  [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] && [ -O "$1/$2" ]
+  [ "$index" = $((${#above[@]} + ${#libs[@]} + 2)) ] || return 1
+  # What a link leads to is its owner's, this user's (-O) or else root's (one more stat, only then).
+  [ -O "$1/$2" ] || { [ "$me" != 0 ] && [ "$(PATH=$system_path LC_ALL=C exec stat -L -c %u -- "$1/$2" 2>/dev/null)" = 0 ]; }
 }
 
-# Whether this shell runs as root, from the kernel: bash takes EUID from its environment, which a
+# Which user this shell runs as, from the kernel: bash takes EUID from its environment, which a
 # task's env may set (a root shell that read 1000 there skipped the checks below). Root when
 # /proc cannot say: the stricter checks.
-as_root=1
+me=0
 while IFS=$' \t' read -r key _ effective _; do
-  if [ "$key" = Uid: ]; then [ "$effective" = 0 ] || as_root=0; break; fi
+  if [ "$key" = Uid: ]; then me=$effective; break; fi
 done < /proc/self/status 2>/dev/null
 
 # The interpreter comes from PATH, but never from a relative entry (it would resolve inside the
-# working directory, the agent's) and, for root, only where root_may_run allows, outside the
+# working directory, the agent's) and only where may_run allows, outside the
 # working directory.
 for python in python3 python; do
   found=""
@@ -132,7 +139,7 @@ for python in python3 python; do
     rest="${rest#*:}"
     case "$dir" in /*) ;; *) continue ;; esac
     case "$dir" in */..|*/../*) continue ;; esac  # "${1%/*}" would not be the folder above
-    while :; do  # no trailing / or /. (Python drops them): root_may_run takes "${dir%/*}" as the folder above
+    while :; do  # no trailing / or /. (Python drops them): may_run takes "${dir%/*}" as the folder above
       case "$dir" in
         */.) dir=${dir%/.} ;;
         ?*/) dir=${dir%/} ;;
@@ -140,14 +147,12 @@ for python in python3 python; do
       esac
     done
     [ -f "$dir/$python" ] && [ -x "$dir/$python" ] || continue
-    if [ "$as_root" = 1 ]; then
-      root_may_run "$dir" "$python"
-      case $? in
-        0) ;;
-        2) tried="$tried $dir/$python is inside the working directory;"; continue ;;
-        *) tried="$tried $dir/$python is in a folder, or has a standard library, another user can change;"; continue ;;
-      esac
-    fi
+    may_run "$dir" "$python"
+    case $? in
+      0) ;;
+      2) tried="$tried $dir/$python is inside the working directory;"; continue ;;
+      *) tried="$tried $dir/$python is in a folder, or has a standard library, another user can change;"; continue ;;
+    esac
     found="$dir/$python"
     break
   done

@@ -202,7 +202,7 @@ def test_a_bash_argv0_variable_never_names_the_shell_grading_runs_as_root(tmp_pa
 
 def test_a_task_language_does_not_hide_the_interpreter(tmp_path):
     """LANGUAGE=de (with any non-C locale, e.g. LANG=C.UTF-8 as most images set) turns stat's
-    "symbolic link" into "symbolische Verknüpfung": root_may_run rejects every interpreter reached
+    "symbolic link" into "symbolische Verknüpfung": may_run rejects every interpreter reached
     through a link (/usr/bin/python3 -> python3.11) and an honest run scores 0, unmasked."""
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -663,3 +663,47 @@ def test_a_path_entry_that_cannot_be_resolved_is_dropped_and_a_planted_reward_ne
     run = run_shim(IMPORTS_THE_AGENTS, env={"PYTHONPATH": previous})
     assert run.reward == {"reward": 0.25}, run.output
     assert "Traceback" not in run.output and f"PYTHONPATH entry {previous!r} " in run.output, run.output
+
+
+@pytest.mark.parametrize("owner", ["the agent", "the verifier's user"])
+def test_a_verifier_user_starts_no_interpreter_another_user_owns(tmp_path, owner):
+    """Red team 63: stock Harbor runs test.sh as ``[verifier].user``, and test.sh took the first
+    python3 on PATH unchecked for any user but root: the agent's project venv (``/app/.venv``, first
+    on the image's PATH) ran the agent's code in the runner. Every user's test.sh now checks it, each
+    trusting root's and its own; NeMo Gym's server (test.sh as root) already refused it."""
+    import asyncio
+
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    needs_root()
+    if not namespaces_available():
+        pytest.skip("users of their own need bubblewrap")
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    real = os.path.realpath(sys.executable)
+    (venv / "python3").write_text(f'#!/bin/sh\necho started by $(id -u) > /tmp/venv-ran\nexec {real} "$@"\n')
+    (venv / "python3").chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    async def run() -> Tuple[str, str]:
+        async with LocalSandbox(
+            workspace, workdir="/app", users=("grader",), mounts={"/venv": tmp_path / "venv"}
+        ) as sandbox:
+            uid = (await sandbox.exec("id -u", user="grader")).stdout.strip()
+            for path in [tmp_path / "venv", venv, venv / "python3"]:
+                os.lchown(path, AGENT if owner == "the agent" else int(uid), 0)
+            lay_out(sandbox.host_path("/tests"), shim_files(VERIFIER.encode(), {}))
+            os.chmod(sandbox.host_path("/logs/verifier"), 0o777)
+            env = {"PATH": f"/venv/bin:{FALLBACK}:/usr/bin:/bin"}
+            result = await sandbox.exec("bash /tests/test.sh; cat /tmp/venv-ran", cwd="/app", env=env, user="grader")
+            return result.stdout, uid
+
+    output, uid = asyncio.run(run())
+    assert 'reward.json: {"reward": 1.0}' in output, output
+    if owner == "the agent":
+        assert "started by" not in output, output
+    else:
+        assert f"started by {uid}" in output, output
