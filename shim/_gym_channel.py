@@ -22,7 +22,7 @@ Standard library only.
 import os
 import sys
 
-from _gym_runner import VerifierError, cached_name
+from _gym_runner import VerifierError, cached_name, others_may_write, writable_by_others
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up time is benchmarked)
 if TYPE_CHECKING:
@@ -431,8 +431,6 @@ def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[
     by root and the verifier's user alone, as are the folders above it (where it could be renamed
     away and replaced; a sticky one, such as /tmp, excepted); and why the others were dropped, each
     named by ``label`` (a format string)."""
-    from _gym_runner import writable_by_others
-
     uid = os.geteuid()
     root = os.path.realpath(cwd)
     kept: Dict[str, str] = {}
@@ -474,6 +472,6 @@ def _renamable_by_others(path: "str", own_uid: "int", named: "str") -> "Optional
             return f"{folder}, above {named}, cannot be read"
         if status.st_uid not in (0, own_uid):
             return f"{folder}, above {named}, belongs to uid {status.st_uid}"
-        if status.st_mode & 0o022 and not status.st_mode & 0o1000:
+        if not status.st_mode & 0o1000 and others_may_write(status.st_mode, status.st_gid, own_uid):
             return f"{folder}, above {named}, is writable by its group or by everyone"
     return None

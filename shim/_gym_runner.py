@@ -302,9 +302,32 @@ def writable_by_others(path: "str", own_uid: "int", named: "str" = "") -> "Optio
         return None
     if status.st_uid not in (0, own_uid):
         return f"{named or path} belongs to uid {status.st_uid}"
-    if status.st_mode & 0o022:
+    if others_may_write(status.st_mode, status.st_gid, own_uid):
         return f"{named or path} is writable by its group or by everyone"
     return None
+
+
+def others_may_write(mode: "int", gid: "int", own_uid: "int") -> "bool":
+    """Whether a user other than root and ``own_uid`` may write where ``mode`` and ``gid`` say: everyone
+    may, or the group may and another user may be in it. Group 0 may hold anyone (Docker gives a uid
+    without a passwd entry group 0); any other group holds its members in /etc/group and the users
+    whose primary group it is (Debian's staff, root:staff 2775 on /usr/local, has none: red team 64)."""
+    if mode & 0o002:
+        return True
+    if not mode & 0o020:
+        return False
+    if gid == 0:
+        return True
+    import grp
+    import pwd
+
+    try:
+        members = grp.getgrgid(gid).gr_mem
+        uids = [pwd.getpwnam(name).pw_uid for name in members]
+    except KeyError:  # a group, or a member, without an entry: who is in it cannot be told
+        return True
+    uids += [entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == gid]
+    return any(uid not in (0, own_uid) for uid in uids)
 
 
 def unsafe_site() -> "List[str]":
@@ -321,10 +344,12 @@ def unsafe_site() -> "List[str]":
             prefixes.add(os.path.dirname(executable_dir))
     problems = []
     for folder in site.getsitepackages(sorted(prefixes)):
-        if not os.path.isdir(folder):
+        try:
+            names = os.listdir(folder)
+        except OSError:  # none, or one this user cannot list: site skips it too
             continue
         for path in [folder, os.path.dirname(folder)] + [
-            os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".pth")
+            os.path.join(folder, name) for name in names if name.endswith(".pth")
         ]:
             problem = writable_by_others(path, uid)
             if problem:

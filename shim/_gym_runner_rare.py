@@ -180,7 +180,13 @@ def _remove_stray_rewards(logs_dir: "str") -> None:
     for name in ("reward.json", "reward.txt"):
         try:
             os.unlink(os.path.join(logs_dir, name))
-        except OSError:  # none there (the common case), or not ours to remove
+        except FileNotFoundError:  # none there: the common case
+            continue
+        except OSError as error:  # not ours to remove (a folder the agent owns, under stock Harbor)
+            print(
+                f"verifier warning: {name} in {logs_dir} cannot be removed ({error.strerror}): it is not "
+                "verify's score, but stock Harbor would read it (red team 64)"
+            )
             continue
         print(
             f"verifier note: removed the {name} that verify (or a program it ran) wrote: "

@@ -707,3 +707,54 @@ def test_a_verifier_user_starts_no_interpreter_another_user_owns(tmp_path, owner
         assert "started by" not in output, output
     else:
         assert f"started by {uid}" in output, output
+
+
+@pytest.mark.parametrize("group, refused", [(50, False), (0, True), (65534, True)])
+def test_site_packages_its_group_may_write_is_refused_only_when_another_user_is_in_the_group(
+    run_shim, tmp_path, base, group, refused
+):
+    """Red team 64: Debian's staff convention (``/usr/local/lib/python3.X/dist-packages`` root:staff
+    2775, staff with no member) was refused as writable by its group, under NeMo Gym's server (a mask)
+    and, since red team 63, under stock Harbor. A group no other user is in (no member in /etc/group,
+    nobody's primary group) cannot write for the agent; group 0 can (a uid without a passwd entry gets
+    it), and so can nogroup (nobody's primary group)."""
+    site_packages = _root_venv(base)
+    os.chown(site_packages, 0, group)
+    site_packages.chmod(0o2775)
+    run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
+    if refused:
+        assert run.reward is None and "is writable by its group or by everyone" in run.output, run.output
+    else:
+        assert run.reward == {"reward": 0.25}, run.output
+
+
+def test_site_packages_that_cannot_be_listed_is_skipped_as_site_skips_it(tmp_path):
+    """Red team 64: a site-packages the verifier's user cannot list (0711) made the check raise: the run
+    failed as 'cannot write reward.json' under stock Harbor, with a traceback and no report under NeMo
+    Gym's server. site itself skips such a folder, and so does the check."""
+    from nemo_gym.data.tasks.harbor._resources import shim_dir
+
+    probe = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(shim_dir())!r})\n"
+        "import _gym_runner\n"
+        "def refuse(path):\n"
+        "    raise PermissionError(13, 'Permission denied', path)\n"
+        "os.listdir = refuse\n"
+        "print(_gym_runner.unsafe_site())\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "[]\n", result.stdout + result.stderr
+
+
+def test_a_reward_file_the_runner_cannot_remove_is_said_to_be_no_score(run_shim, tmp_path):
+    """Red team 64: where the agent owns /logs/verifier (stock Harbor, a [verifier].user), a reward it
+    planted and the runner cannot remove stood, while the run said "the run scores 0". The runner
+    still cannot remove it, but says so. (A folder named reward.txt fails the same removal here.)"""
+    logs = tmp_path / "logs" / "verifier"
+    (logs / "reward.txt").mkdir(parents=True)
+    (logs / "reward.txt" / "x").write_text("1")
+    run = run_shim("def verify():\n    return 1.0\n")
+    assert run.reward is None and run.returncode == 1, run.output
+    assert f"verifier warning: reward.txt in {logs} cannot be removed (" in run.output, run.output
+    assert "stock Harbor would read it" in run.output
