@@ -472,6 +472,6 @@ def _renamable_by_others(path: "str", own_uid: "int", named: "str") -> "Optional
             return f"{folder}, above {named}, cannot be read"
         if status.st_uid not in (0, own_uid):
             return f"{folder}, above {named}, belongs to uid {status.st_uid}"
-        if not status.st_mode & 0o1000 and others_may_write(status.st_mode, status.st_gid, own_uid):
+        if not status.st_mode & 0o1000 and others_may_write(status.st_mode):
             return f"{folder}, above {named}, is writable by its group or by everyone"
     return None

@@ -302,32 +302,17 @@ def writable_by_others(path: "str", own_uid: "int", named: "str" = "") -> "Optio
         return None
     if status.st_uid not in (0, own_uid):
         return f"{named or path} belongs to uid {status.st_uid}"
-    if others_may_write(status.st_mode, status.st_gid, own_uid):
+    if others_may_write(status.st_mode):
         return f"{named or path} is writable by its group or by everyone"
     return None
 
 
-def others_may_write(mode: "int", gid: "int", own_uid: "int") -> "bool":
-    """Whether a user other than root and ``own_uid`` may write where ``mode`` and ``gid`` say: everyone
-    may, or the group may and another user may be in it. Group 0 may hold anyone (Docker gives a uid
-    without a passwd entry group 0); any other group holds its members in /etc/group and the users
-    whose primary group it is (Debian's staff, root:staff 2775 on /usr/local, has none: red team 64)."""
-    if mode & 0o002:
-        return True
-    if not mode & 0o020:
-        return False
-    if gid == 0:
-        return True
-    import grp
-    import pwd
-
-    try:
-        members = grp.getgrgid(gid).gr_mem
-        uids = [pwd.getpwnam(name).pw_uid for name in members]
-    except KeyError:  # a group, or a member, without an entry: who is in it cannot be told
-        return True
-    uids += [entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == gid]
-    return any(uid not in (0, own_uid) for uid in uids)
+def others_may_write(mode: "int") -> "bool":
+    """Whether ``mode`` lets a user other than the owner write: its group or everyone. A group no
+    other user seems to be in is no exception: the agent can be in a group /etc/group does not list
+    it in (``docker exec -u agent:staff``, a container's ``group_add``, a second line with the same
+    gid), and Debian's staff convention let it plant a module in site-packages (red team 65)."""
+    return bool(mode & 0o022)
 
 
 def unsafe_site() -> "List[str]":

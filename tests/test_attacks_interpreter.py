@@ -709,23 +709,18 @@ def test_a_verifier_user_starts_no_interpreter_another_user_owns(tmp_path, owner
         assert f"started by {uid}" in output, output
 
 
-@pytest.mark.parametrize("group, refused", [(50, False), (0, True), (65534, True)])
-def test_site_packages_its_group_may_write_is_refused_only_when_another_user_is_in_the_group(
-    run_shim, tmp_path, base, group, refused
-):
-    """Red team 64: Debian's staff convention (``/usr/local/lib/python3.X/dist-packages`` root:staff
-    2775, staff with no member) was refused as writable by its group, under NeMo Gym's server (a mask)
-    and, since red team 63, under stock Harbor. A group no other user is in (no member in /etc/group,
-    nobody's primary group) cannot write for the agent; group 0 can (a uid without a passwd entry gets
-    it), and so can nogroup (nobody's primary group)."""
+@pytest.mark.parametrize("group", [50, 0, 65534])
+def test_site_packages_its_group_may_write_is_refused_whoever_seems_to_be_in_the_group(run_shim, tmp_path, base, group):
+    """Red team 65: counting a group-writable site-packages safe when /etc/group and /etc/passwd show no
+    other user in its group (Debian's staff, root:staff 2775 on /usr/local) let an agent started as
+    agent:staff (or with the container's group_add, or a second group line with the same gid) plant
+    _distutils_hack.py there, which Debian's distutils-precedence.pth imported in the runner. Group
+    write is refused, whatever the group files say."""
     site_packages = _root_venv(base)
     os.chown(site_packages, 0, group)
     site_packages.chmod(0o2775)
     run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
-    if refused:
-        assert run.reward is None and "is writable by its group or by everyone" in run.output, run.output
-    else:
-        assert run.reward == {"reward": 0.25}, run.output
+    assert run.reward is None and "is writable by its group or by everyone" in run.output, run.output
 
 
 def test_site_packages_that_cannot_be_listed_is_skipped_as_site_skips_it(tmp_path):
