@@ -425,9 +425,9 @@ def safe_python_path(cwd: "str") -> "Tuple[List[str], List[str]]":
 
 
 def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[str, str], List[str]]":
-    """Of ``entries`` (folders for ``sys.path``), those the runner may keep, each with the folder it
-    resolves to now, which is what goes on sys.path (a link the agent could point elsewhere once
-    checked never does): absolute, a folder, outside the working directory ``cwd``, and changeable
+    """Of ``entries`` (folders, or zips, for ``sys.path``), those the runner may keep, each with the path
+    it resolves to now, which is what goes on sys.path (a link the agent could point elsewhere once
+    checked never does): absolute, a folder or file, outside the working directory ``cwd``, and changeable
     by root and the verifier's user alone, as are the folders above it (where it could be renamed
     away and replaced; a sticky one, such as /tmp, excepted); and why the others were dropped, each
     named by ``label`` (a format string)."""
@@ -446,8 +446,8 @@ def safe_entries(entries: "List[str]", cwd: "str", label: "str") -> "Tuple[Dict[
             continue
         if not os.path.isabs(entry):
             problem: Optional[str] = f"{named} is relative: it would resolve in the working directory"
-        elif not os.path.isdir(real):
-            problem = f"{named} is no folder"
+        elif not (os.path.isdir(real) or os.path.isfile(real)):  # a file: a zip (a zipped egg)
+            problem = f"{named} is no folder or file"
         elif real == root or real.startswith(root.rstrip("/") + "/"):
             problem = f"{named} is inside the working directory"
         else:

@@ -396,9 +396,7 @@ def _set_up_site(here: "str", site: "Any") -> None:
     cwd = os.getcwd()
     sys.path[:] = [entry for entry in sys.path if entry == here or (entry and os.path.abspath(entry) != cwd)]
     if os.environ.get("PYTHONPATH"):
-        from _gym_channel import safe_python_path
-
-        kept, dropped = safe_python_path(cwd)
+        kept, dropped = _shim_module("_gym_channel").safe_python_path(cwd)
         sys.path.extend(entry for entry in kept if entry not in sys.path)
         _OFF_PATH.extend(f"{problem}: not added to sys.path" for problem in dropped)
     for problem in _OFF_PATH:
@@ -415,6 +413,15 @@ def _add_pth(sitedir: "str", name: "str", known_paths: "Any") -> "Any":
     if reset:
         known_paths = site._init_pathinfo()  # type: ignore[attr-defined]
     path = os.path.join(sitedir, name)
+    if os.path.abspath(sitedir) not in {os.path.abspath(folder) for folder in site.getsitepackages()}:
+        # A folder a .pth import line gave site.addsitedir (red team 66): its .pth files are read only
+        # once it, and they, are vetted as any other (site-packages' own were, by site_refusal).
+        channel = _shim_module("_gym_channel")
+        _, dropped = channel.safe_entries([sitedir], os.getcwd(), f"{{}} (from {name}'s folder)")
+        problem = dropped[0] if dropped else writable_by_others(path, os.geteuid())
+        if problem:
+            _OFF_PATH.append(f"{path} was not read: {problem}")
+            return None if reset else known_paths
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -446,14 +453,26 @@ def _add_pth(sitedir: "str", name: "str", known_paths: "Any") -> "Any":
     return None if reset else known_paths
 
 
+def _shim_module(name: "str") -> "Any":
+    """The shim's module ``name``, imported (once) from the shim's folder alone: sys.path may hold
+    folders not vetted yet while site runs."""
+    module = sys.modules.get(name)
+    if module is None:
+        saved = list(sys.path)
+        sys.path[:] = [os.path.dirname(os.path.abspath(__file__))]
+        try:
+            module = __import__(name)
+        finally:
+            sys.path[:] = saved
+    return module
+
+
 def _vet(before: "List[str]", label: "str") -> None:
     """Keeps, of what joined sys.path since it was ``before``, what ``_gym_channel.safe_entries``
     takes, each as the folder it resolves to; why it dropped the rest is said later."""
     current, vetted = list(sys.path), set(before)
-    sys.path[:] = before  # the checks' own import must not look in what they have not checked yet
-    from _gym_channel import safe_entries
-
-    kept, dropped = safe_entries([entry for entry in current if entry not in vetted], os.getcwd(), label)
+    channel = _shim_module("_gym_channel")
+    kept, dropped = channel.safe_entries([entry for entry in current if entry not in vetted], os.getcwd(), label)
     sys.path[:] = [entry if entry in vetted else kept[entry] for entry in current if entry in vetted or entry in kept]
     _OFF_PATH.extend(f"{problem}: not added to sys.path" for problem in dropped)
 

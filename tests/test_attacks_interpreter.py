@@ -622,7 +622,7 @@ def test_a_folder_kept_on_the_path_is_the_one_checked(run_shim, tmp_path, base):
     )
     run = run_shim(probe, path=f"{base}/venv/bin:{FALLBACK}", env={"PYTHONPATH": f"{base / 'nothing-yet'}"})
     assert "resolved" in run.output, run.output
-    assert f"PYTHONPATH entry {str(base / 'nothing-yet')!r} is no folder" in run.output, run.output
+    assert f"PYTHONPATH entry {str(base / 'nothing-yet')!r} is no folder or file" in run.output, run.output
 
 
 # --- Red team 63: what stock Harbor's mode (no channel) still let through ---
@@ -753,3 +753,48 @@ def test_a_reward_file_the_runner_cannot_remove_is_said_to_be_no_score(run_shim,
     assert run.reward is None and run.returncode == 1, run.output
     assert f"verifier warning: reward.txt in {logs} cannot be removed (" in run.output, run.output
     assert "stock Harbor would read it" in run.output
+
+
+# --- Red team 66 ---
+
+
+@pytest.mark.parametrize("where", ["inside the working directory", "a folder the agent owns"])
+def test_a_pth_import_line_that_adds_a_site_dir_never_reads_the_agents_pth_files(run_shim, tmp_path, base, where):
+    """Red team 66: ``import site; site.addsitedir(X)`` in a root ``.pth`` (a project venv's packages made
+    visible to the system Python) read X's ``.pth`` files within that one line, before X was vetted:
+    the agent's ``.pth`` in X ran in the runner (1.0, root or [verifier].user, both modes). A ``.pth``
+    file is read only from a site dir of the interpreter's own or a folder vetted as any other."""
+    site_packages = _root_venv(base)
+    forge = (
+        "import sys; print('the agent ran in the runner'); sys.modules['_gym_runner'].call_verify = lambda v, h: 1.0\n"
+    )
+    if where == "inside the working directory":
+        agents = tmp_path / "workspace" / "venv-site"
+        files = {"venv-site/evil.pth": forge}
+    else:
+        agents = base / "agents"
+        agents.mkdir()
+        (agents / "evil.pth").write_text(forge)
+        give_to_agent(agents)
+        files = {}
+    (site_packages / "project-venv.pth").write_text(f"import site; site.addsitedir({str(agents)!r})\n")
+    run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the agent ran" not in run.output, run.output
+    assert run.reward == {"reward": 0.25}, run.output
+
+
+def test_a_zip_on_the_path_is_kept_as_a_folder_would_be(run_shim, tmp_path, base):
+    """Red team 66: a root zip (a zipped egg in easy-install.pth) was dropped as 'no folder' once path
+    entries were vetted, and a verify importing from it failed; one another user can change is not."""
+    import zipfile
+
+    site_packages = _root_venv(base)
+    egg = base / "answers.egg"
+    with zipfile.ZipFile(egg, "w") as archive:
+        archive.writestr("agents_module.py", "")
+    (site_packages / "easy-install.pth").write_text(f"{egg}\n")
+    run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
+    assert run.reward == {"reward": 0.5}, run.output
+    os.chown(egg, AGENT, AGENT)
+    run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
+    assert run.reward == {"reward": 0.25} and f"{egg} (from easy-install.pth) belongs to uid" in run.output, run.output
