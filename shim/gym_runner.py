@@ -14,6 +14,15 @@ if sys.version_info < (3, 8):
     sys.exit(TOO_OLD)
 
 _here = os.path.dirname(os.path.abspath(__file__))
+_cwd = os.environ.pop("NEMO_GYM_CWD_FD", "")
+if _cwd:  # test.sh started this interpreter in / and holds the working directory open here (see there)
+    try:
+        os.fchdir(int(_cwd))
+        os.close(int(_cwd))
+    except (OSError, ValueError) as error:
+        sys.stdout.write("verifier error: cannot enter the working directory again (%s); no reward written\n" % error)
+        sys.exit(1)
+    os.environ["PWD"] = os.getcwd()
 if sys.path[:1] != [_here]:  # PYTHONSAFEPATH (3.11+) keeps the script's folder off sys.path
     sys.path.insert(0, _here)
 

@@ -2,7 +2,8 @@
 # Grades a task with its Python verifier: verifier.py beside this file defines verify(), which the
 # runner beside it calls; the runner writes reward.json into $VERIFIER_LOGS_DIR (/logs/verifier by
 # default). NeMo Gym runs this file with bash, stock Harbor runs it directly; both work. It finds
-# its siblings from its own path and never changes directory: verify() sees the working directory.
+# its siblings from its own path, and verify() sees the working directory (the runner enters it
+# again: the interpreter starts in /, see below).
 exec 2>&1
 # The globs below see every name, whatever shell options the environment passes (stock Harbor
 # passes a task's env to this shell; bash takes BASHOPTS and SHELLOPTS from it, never GLOBIGNORE's
@@ -15,6 +16,7 @@ case "$0" in
   */*) here="${0%/*}" ;;
   *) here=. ;;
 esac
+case "$here" in /*) ;; *) here="$PWD/$here" ;; esac  # the interpreter starts in / (below)
 # gym_runner.py exits with this status when the interpreter is older than 3.8 (keep in sync).
 too_old=86
 # What root may run: programs of folders only root can change (the system's own PATH).
@@ -167,8 +169,15 @@ for python in python3 python; do
   # The interpreter starts with the system's PATH, since it may be a script (a pyenv shim's
   # `#!/usr/bin/env bash` would otherwise find the agent's bash first); the runner gives verify
   # the task's PATH back.
-  NEMO_GYM_PATH=${PATH:-} PATH=$system_path "$found" -E -S -s -B "$here/gym_runner.py"
+  # It starts in /, never the working directory: a version manager's shim (asdf's, mise's, pyenv's)
+  # chooses the interpreter from files it finds from its working directory up, the agent's (asdf's
+  # .tool-versions may name any folder: red team 66). gym_runner.py enters the working directory again
+  # through descriptor 9, opened on it here, so no path the agent could swap meanwhile is followed.
+  cwd_fd=""
+  { exec 9<.; } 2>/dev/null && cwd_fd=9 && cd /
+  NEMO_GYM_CWD_FD=$cwd_fd NEMO_GYM_PATH=${PATH:-} PATH=$system_path "$found" -E -S -s -B "$here/gym_runner.py"
   status=$?
+  [ -z "$cwd_fd" ] || cd /proc/self/fd/9 || exit 1  # for the next interpreter's checks (the first was too old)
   [ "$status" -eq "$too_old" ] || exit "$status"
   tried="$tried $python is too old;"
 done

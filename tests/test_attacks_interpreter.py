@@ -798,3 +798,33 @@ def test_a_zip_on_the_path_is_kept_as_a_folder_would_be(run_shim, tmp_path, base
     os.chown(egg, AGENT, AGENT)
     run = run_shim(IMPORTS_THE_AGENTS, path=f"{base}/venv/bin:{FALLBACK}")
     assert run.reward == {"reward": 0.25} and f"{egg} (from easy-install.pth) belongs to uid" in run.output, run.output
+
+
+def test_an_interpreter_shim_never_chooses_from_the_working_directory(run_shim, tmp_path, base):
+    """Red team 66: a version manager's shim (asdf's, root's, first on PATH) passed test.sh's checks and
+    then chose the interpreter from ``.tool-versions`` in its working directory, the agent's, which may
+    name any folder (``python path:/home/agent/py``): the agent's program ran in the runner's place, as
+    root, with NeMo Gym's key. test.sh starts the interpreter from ``/``, and the runner goes back to
+    the working directory through a descriptor test.sh opened on it."""
+    shims = base / "shims"
+    shims.mkdir()
+    (shims / "python3").write_text(
+        "#!/bin/bash\n"
+        'if [ -f .tool-versions ]; then exec "$(cat .tool-versions)/python3" "$@"; fi\n'
+        f'exec {os.path.realpath(sys.executable)} "$@"\n'
+    )
+    (shims / "python3").chmod(0o755)
+    marker = tmp_path / "agent-python-ran"
+    agents = tmp_path / "workspace" / "py"
+    files = {
+        ".tool-versions": f"{agents}\n",
+        "py/python3": f'#!/bin/sh\necho ran > {marker}\nexec {os.path.realpath(sys.executable)} "$@"\n',
+    }
+    agents.mkdir(parents=True)
+    (agents / "python3").write_text(files["py/python3"])
+    (agents / "python3").chmod(0o755)  # run_shim writes the files again, and keeps the mode
+    probe = "import os\n\ndef verify(workspace):\n    print('graded in', os.getcwd())\n    return 1.0\n"
+    run = run_shim(probe, workspace_files=files, path=f"{shims}:{FALLBACK}")
+    assert not marker.exists(), run.output
+    assert run.reward == {"reward": 1.0}, run.output
+    assert f"graded in {tmp_path / 'workspace'}\n" in run.output, run.output
