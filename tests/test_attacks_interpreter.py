@@ -661,8 +661,11 @@ def test_a_path_entry_that_cannot_be_resolved_is_dropped_and_a_planted_reward_ne
     logs.mkdir(parents=True)
     (logs / "reward.json").write_text('{"reward": 1.0}')
     run = run_shim(IMPORTS_THE_AGENTS, env={"PYTHONPATH": previous})
-    assert run.reward == {"reward": 0.25}, run.output
-    assert "Traceback" not in run.output and f"PYTHONPATH entry {previous!r} " in run.output, run.output
+    assert run.reward == {"reward": 0.25} and "Traceback" not in run.output, run.output
+    try:
+        os.path.realpath(previous)  # 3.13 walks the chain without recursing: the entry resolves, and is root's
+    except RecursionError:
+        assert f"PYTHONPATH entry {previous!r} cannot be resolved" in run.output, run.output
 
 
 @pytest.mark.parametrize("owner", ["the agent", "the verifier's user"])
