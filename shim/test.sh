@@ -177,9 +177,11 @@ for python in python3 python; do
   { exec 9<.; } 2>/dev/null && cwd_fd=9 && cd /
   NEMO_GYM_CWD_FD=$cwd_fd NEMO_GYM_PATH=${PATH:-} PATH=$system_path "$found" -E -S -s -B "$here/gym_runner.py"
   status=$?
-  [ -z "$cwd_fd" ] || cd /proc/self/fd/9 || exit 1  # for the next interpreter's checks (the first was too old)
   [ "$status" -eq "$too_old" ] || exit "$status"
   tried="$tried $python is too old;"
+  # Back in the working directory for the next interpreter's checks; failing that, none is started and
+  # the reward files are removed below, as when none is found.
+  [ -z "$cwd_fd" ] || cd /proc/self/fd/9 || { tried="$tried the working directory cannot be entered again;"; break; }
 done
 logs="${VERIFIER_LOGS_DIR:-/logs/verifier}"
 echo "verifier error: no Python 3.8 or newer found (tried python3, then python:$tried PATH=${PATH:-}); no reward written"

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 from test_attacks import needs_root, task, verify
@@ -526,6 +526,21 @@ IMPORTS_THE_AGENTS = (
 )
 
 
+def _agents_folder(
+    tmp_path: Path, base: Path, where: str, name: str, contents: Dict[str, str]
+) -> Tuple[Path, Dict[str, str]]:
+    """A folder of the agent's holding ``contents``: ``name`` in run_shim's workspace, or a folder under
+    ``base`` the agent owns; and the workspace files run_shim is to write (the first case's)."""
+    if where == "inside the working directory":
+        return tmp_path / "workspace" / name, {f"{name}/{file}": text for file, text in contents.items()}
+    agents = base / "agents"
+    agents.mkdir()
+    for file, text in contents.items():
+        (agents / file).write_text(text)
+    give_to_agent(agents)
+    return agents, {}
+
+
 @pytest.mark.parametrize("where", ["inside the working directory", "a folder the agent owns"])
 def test_a_pth_file_never_puts_the_agents_folder_on_the_runners_path(run_shim, tmp_path, base, where):
     """An editable install writes a root-owned ``.pth`` holding the project's folder (``/app/src``, or
@@ -537,16 +552,7 @@ def test_a_pth_file_never_puts_the_agents_folder_on_the_runners_path(run_shim, t
     made = subprocess.run([real, "-m", "venv", "--without-pip", "--copies", str(base / "venv")])
     assert made.returncode == 0
     site_packages = next((base / "venv").glob("lib/python3*/site-packages"))
-    if where == "inside the working directory":
-        agents = tmp_path / "workspace" / "src"  # run_shim's workspace
-        files = {"src/sitecustomize.py": FORGER, "src/agents_module.py": ""}
-    else:
-        agents = base / "agents"
-        agents.mkdir()
-        (agents / "sitecustomize.py").write_text(FORGER)
-        (agents / "agents_module.py").write_text("")
-        give_to_agent(agents)
-        files = {}
+    agents, files = _agents_folder(tmp_path, base, where, "src", {"sitecustomize.py": FORGER, "agents_module.py": ""})
     (site_packages / "__editable__.project-0.1.pth").write_text(f"{agents}\n")
     run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
     assert "the agent ran" not in run.output, run.output
@@ -771,15 +777,7 @@ def test_a_pth_import_line_that_adds_a_site_dir_never_reads_the_agents_pth_files
     forge = (
         "import sys; print('the agent ran in the runner'); sys.modules['_gym_runner'].call_verify = lambda v, h: 1.0\n"
     )
-    if where == "inside the working directory":
-        agents = tmp_path / "workspace" / "venv-site"
-        files = {"venv-site/evil.pth": forge}
-    else:
-        agents = base / "agents"
-        agents.mkdir()
-        (agents / "evil.pth").write_text(forge)
-        give_to_agent(agents)
-        files = {}
+    agents, files = _agents_folder(tmp_path, base, where, "venv-site", {"evil.pth": forge})
     (site_packages / "project-venv.pth").write_text(f"import site; site.addsitedir({str(agents)!r})\n")
     run = run_shim(IMPORTS_THE_AGENTS, workspace_files=files, path=f"{base}/venv/bin:{FALLBACK}")
     assert "the agent ran" not in run.output, run.output
