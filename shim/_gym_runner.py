@@ -427,8 +427,10 @@ def _add_pth(sitedir: "str", name: "str", known_paths: "Any") -> "Any":
             data = handle.read()
     except OSError:
         return None if reset else known_paths
+    if data.startswith(b"\xef\xbb\xbf"):  # as "utf-8-sig" decodes, without importing that codec
+        data = data[3:]
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:  # site falls back on the locale's encoding
         text = data.decode("latin-1")
     for number, line in enumerate(text.splitlines(), 1):

@@ -595,6 +595,19 @@ def test_a_pth_import_line_never_finds_its_module_in_a_folder_of_the_agents(run_
     assert run.reward == {"reward": 0.25}, run.output
 
 
+def test_a_pth_file_with_a_byte_order_mark_reads_as_without_it_and_loads_no_codec(run_shim, base):
+    """The runner reads ``.pth`` files itself (``_add_pth``): a leading byte order mark is dropped, as
+    the "utf-8-sig" codec drops it, without importing that codec (a start-up cost of every run)."""
+    site_packages = _root_venv(base)
+    image = base / "image"
+    image.mkdir()
+    (image / "rootmod.py").write_text("print('the image module ran')\n")
+    (site_packages / "image.pth").write_bytes(b"\xef\xbb\xbf" + f"{image}\nimport rootmod\n".encode())
+    verifier = "import sys\ndef verify():\n    return 0.25 if 'encodings.utf_8_sig' in sys.modules else 0.5\n"
+    run = run_shim(verifier, path=f"{base}/venv/bin:{FALLBACK}")
+    assert "the image module ran" in run.output and run.reward == {"reward": 0.5}, run.output
+
+
 def test_a_pth_import_line_that_puts_the_agents_folder_first_is_undone_before_the_runner_imports(
     run_shim, tmp_path, base
 ):

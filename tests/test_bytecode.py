@@ -93,6 +93,51 @@ def test_the_runner_and_the_sdk_load_it(tmp_path: Path):
         assert f"code object from '{tmp_path / 'tests' / cache_name(name, tag)}'" in completed.stderr, name
 
 
+@pytest.mark.parametrize("layout", ["folder", "bundle"])
+def test_the_shipped_sdk_imports_no_future_module_and_keeps_its_annotations_strings(tmp_path: Path, layout: str):
+    """Run, ``from __future__ import annotations`` imports the ``__future__`` module, a cost of every
+    start: the SDK's bytecode is compiled with the flag that statement stands for instead."""
+    from nemo_gym.data.tasks.harbor.bytecode import for_tag
+
+    verifier = (
+        b"import sys\n"
+        b"from nemo_gym.verifiers import exact_match, extract_answer, final_text, numeric_match, files\n"
+        b"def verify():\n"
+        b"    assert exact_match.__annotations__['expected'] == 'Any', exact_match.__annotations__\n"
+        b"    return 0.25 if '__future__' in sys.modules else 0.5\n"
+    )
+    tests, workspace = tmp_path / "tests", tmp_path / "workspace"
+    files = shim_files(verifier, {})
+    lay_out(tests, for_tag(files, sys.implementation.cache_tag) if layout == "bundle" else files)
+    workspace.mkdir()
+    completed = _run_shim(tests, workspace, tmp_path / "logs")
+    assert json.loads((tmp_path / "logs" / "reward.json").read_text()) == {"reward": 0.5}, completed.stdout
+
+
+def test_only_a_line_that_is_the_annotations_import_alone_becomes_the_flag(tmp_path: Path):
+    """The line is left blank, so tracebacks keep their line numbers; any other ``__future__`` import
+    (more names, or more on the line) is compiled as written."""
+    from nemo_gym.data.tasks.harbor.bytecode import build
+
+    sources = {
+        "alone.py": b'"""Doc."""\nfrom __future__ import annotations\n\n\ndef f(a: Nope) -> Nope:\n    return a\n',
+        "more.py": b"from __future__ import annotations, division\nx: Nope = 1\n",
+        "beside.py": b"from __future__ import annotations; y = 2\nx: Nope = 1\n",
+    }
+    build([sys.executable], sources, tmp_path)
+    namespaces: Dict[str, Dict[str, Any]] = {}
+    for name, source in sources.items():
+        data = (tmp_path / sys.implementation.cache_tag / (name[:-3] + ".pyc")).read_bytes()
+        assert data[8:16] == importlib.util.source_hash(source)
+        namespaces[name] = {}
+        exec(marshal.loads(data[16:]), namespaces[name])
+    alone = namespaces["alone.py"]
+    assert alone["f"].__annotations__ == {"a": "Nope", "return": "Nope"} and "annotations" not in alone
+    assert alone["f"].__code__.co_firstlineno == 5 and alone["__doc__"] == "Doc."
+    assert "annotations" in namespaces["more.py"] and namespaces["more.py"]["__annotations__"] == {"x": "Nope"}
+    assert namespaces["beside.py"]["y"] == 2 and "annotations" in namespaces["beside.py"]
+
+
 def test_bytecode_whose_source_changed_is_not_used(tmp_path: Path):
     """Only checked-hash bytecode ships: a staged runner that differs from its bytecode runs as written."""
     tests = tmp_path / "tests"
