@@ -142,3 +142,67 @@ def test_many_output_files_do_not_mask_the_sample(docker_client, tmp_path, verif
     task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source})
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {}))
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+
+
+# Every program grading's root steps might look for, planted by the agent in a /usr/local/sbin opened to it.
+PLANTED_TOOLS = [
+    "timeout",
+    "bash",
+    "sh",
+    "tar",
+    "rm",
+    "mkdir",
+    "chown",
+    "chmod",
+    "mv",
+    "head",
+    "tail",
+    "sha256sum",
+    "stat",
+    "install",
+    "id",
+    "cat",
+    "env",
+    "kill",
+    "sleep",
+    "find",
+]
+PLANTED = r"""#!/bin/sh
+echo "$(/usr/bin/id -u) $0" >> /tmp/planted-ran
+for folder in /usr/bin /bin /usr/sbin /sbin; do [ -x "$folder/${0##*/}" ] && exec "$folder/${0##*/}" "$@"; done
+exit 1
+"""
+
+
+@pytest.mark.parametrize("verifier_user", [None, "grader"])
+def test_grading_runs_no_program_of_a_usr_local_the_agent_may_write(docker_client, tmp_path, verifier_user):
+    """Red team 67: grading's root shell and test.sh found their tools on a PATH that began with
+    /usr/local/sbin and /usr/local/bin, whoever may write those folders (Debian's staff convention,
+    root:staff 2775, or an image that opened them for the agent to install a tool). The agent's
+    ``timeout`` there ran as root with the report descriptor and the run's key, and signed a 1.0 for a
+    wrong answer. Root's tools now come from /usr/sbin, /usr/bin, /sbin and /bin alone."""
+    toml = '[agent]\nuser = "agent"\n' + (f'[verifier]\nuser = "{verifier_user}"\n' if verifier_user else "")
+    source = "def verify(task_data):\n    return float(open('answer.txt').read() == task_data['answer'])\n"
+    task_dir = write(
+        tmp_path / "task",
+        {"task.toml": toml, "tests/verifier.py": source, "task_data.json": '{"answer": "the-secret-answer"}'},
+    )
+    workspace = write(tmp_path / "ws", {"answer.txt": "a guess"})
+    plant = "".join(
+        f"printf %s {shlex.quote(PLANTED)} > /usr/local/sbin/{tool} && chmod 755 /usr/local/sbin/{tool} || exit 1; "
+        for tool in PLANTED_TOOLS
+    )
+
+    async def before(sandbox: DockerSandbox) -> None:
+        # /usr/local/bin, the image's python3's folder, stays root's: test.sh refuses an interpreter there.
+        await sandbox.exec("chmod 1777 /usr/local/sbin /tmp", user="root")
+        planted = await sandbox.exec(plant, user="agent")
+        assert planted.return_code == 0, planted
+
+    async def ran(sandbox: DockerSandbox) -> str:
+        command = "/bin/cat /tmp/planted-ran 2>/dev/null; true"  # by absolute paths: the test's own exec
+        return (await sandbox.exec(command, user="root", clean_shell=True)).stdout
+
+    outcome, planted_ran = attack(docker_client, task_dir, workspace, before=before, after=ran)
+    assert planted_ran == "", planted_ran
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome

@@ -96,7 +96,7 @@ async def _workspace(provider: Any, handle: SandboxHandle, files: Dict[str, str]
 async def _leave_behind(provider: Any, handle: SandboxHandle, source: str) -> None:
     """Starts the agent's Python ``source`` as its leftover process (uid 1000), running from now on."""
     script = shlex.quote("import os, time\nopen('/tmp/agent-alive', 'w').close()\n" + source)
-    start = f"printf %s {script} > /tmp/agent.py && nohup python3 /tmp/agent.py > /tmp/agent.out 2>&1 &"
+    start = f"printf %s {script} > /tmp/agent.py && nohup /usr/local/bin/python3 /tmp/agent.py > /tmp/agent.out 2>&1 &"
     started = await provider.exec(handle, start, user="agent", env={"PATH": SAFE_PATH})
     assert started.return_code == 0, started
     await _root(provider, handle, "for i in $(seq 200); do [ -e /tmp/agent-alive ] && exit 0; sleep 0.05; done; exit 1")

@@ -17,7 +17,9 @@
 # (ARCHIVE / OUT_TAR). Exit statuses 90-94 tell the host why nothing ran (keep in sync with grading.py).
 verifier_path=${NEMO_GYM_VERIFIER_PATH-${PATH-}}  # a provider's exec runs on the system's PATH and hands the verifier's over
 unset -v NEMO_GYM_VERIFIER_PATH
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Root's programs come from the system's own folders alone: an image may open /usr/local to a group
+# (Debian's staff, root:staff 2775) or to the agent, whose `timeout` there ran as root (red team 67).
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 unset -v BASH_ENV ENV CDPATH GLOBIGNORE BASH_ARGV0
 # This shell's own options (dotglob, nullglob below) must not reach test.sh: -p ignored these on the

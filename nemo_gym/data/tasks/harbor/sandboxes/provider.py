@@ -59,8 +59,9 @@ PROVIDER_FAULT_CODE = 125
 # provider's timeout should always answer first.
 PROVIDER_GRACE_SEC = 60.0
 PROBE_TIMEOUT_SEC = 60.0
-# Where the probe finds its programs: the system's folders only, as grading's steps do.
-SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where the probe finds its programs: the system's folders only, as grading's steps do (not
+# /usr/local, which an image may open to a group or to the agent: red team 67).
+SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # The probe, as the admin: its uid, a new private folder (mktemp -d: 0700, a name nobody saw), and
 # the sandbox's first process's uid, user name, working directory and PATH, one a line. Bash
 # builtins and coreutils only (mktemp, readlink).
