@@ -150,12 +150,12 @@ def fail(error: "BaseException", logs_dir: "str", channel: "Optional[Reporter]")
     if isinstance(error, VerifierError):
         if channel is not None:  # first: printing the traceback imports modules
             channel.send("error", str(error))
-        _remove_stray_rewards(logs_dir)
+        remove_stray_rewards(logs_dir)
         print_error(error)
         return 1
     if channel is not None:
         channel.send("error", f"cannot write reward.json: {error}")
-    _remove_stray_rewards(logs_dir)
+    remove_stray_rewards(logs_dir)
     print(f"verifier error: cannot write reward.json into {logs_dir}: {error}\n{MISSING_REWARD}")
     return 1
 
@@ -166,18 +166,19 @@ def unwritten(error: "OSError", text: "str", logs_dir: "str", channel: "Optional
     file; stock Harbor finds no reward. Returns the exit status, 1."""
     if channel is not None:
         channel.send("unwritten", text)
-    _remove_stray_rewards(logs_dir)
+    remove_stray_rewards(logs_dir)
     then = "the server scores the verdict the runner reported" if channel is not None else MISSING_REWARD
     print(f"verifier error: cannot write reward.json ({text}) into {logs_dir}: {error}\n{then}")
     return 1
 
 
-def _remove_stray_rewards(logs_dir: "str") -> None:
-    """Removes the reward files a failed run leaves (the runner removed both before ``verify`` ran,
-    so ``verify``, or a program it ran, wrote them): stock Harbor would score them, and NeMo Gym's
-    server, which scores the runner's report alone, would not. A process ``verify`` left running can
-    still write one afterwards; under NeMo Gym's server none outlives grading."""
-    for name in ("reward.json", "reward.txt"):
+def remove_stray_rewards(logs_dir: "str", names: "Tuple[str, ...]" = ("reward.json", "reward.txt")) -> None:
+    """Removes the reward files ``names`` a run leaves: both after a failed run, ``reward.txt`` after
+    one that wrote ``reward.json`` (the runner removed both before ``verify`` ran, so ``verify``, or a
+    program it ran, wrote them): stock Harbor would score them, and NeMo Gym's server, which scores
+    the runner's report alone, would not. A process ``verify`` left running can still write one
+    afterwards; under NeMo Gym's server none outlives grading."""
+    for name in names:
         try:
             os.unlink(os.path.join(logs_dir, name))
         except FileNotFoundError:  # none there: the common case

@@ -4,6 +4,10 @@
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn  # noqa: F401 (a type comment names it: this file parses on 2.7)
+
 TOO_OLD = 86  # test.sh reads this status as "try the next interpreter" (keep in sync)
 
 if sys.version_info < (3, 8):
@@ -13,15 +17,40 @@ if sys.version_info < (3, 8):
     )
     sys.exit(TOO_OLD)
 
+
+def _refuse(problem):  # type: (str) -> NoReturn
+    """Ends a run that cannot enter the working directory: no reward, and none the agent planted."""
+    sys.stdout.write("verifier error: %s; no reward written\n" % problem)
+    logs = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
+    for name in ("reward.json", "reward.txt"):
+        try:
+            os.unlink(os.path.join(logs, name))
+        except OSError:
+            pass
+    sys.exit(1)
+
+
 _here = os.path.dirname(os.path.abspath(__file__))
+# test.sh started this interpreter in / and holds the working directory open on a descriptor, or,
+# for a folder its user may enter but not read, gives its path and its device and inode (see there).
 _cwd = os.environ.pop("NEMO_GYM_CWD_FD", "")
-if _cwd:  # test.sh started this interpreter in / and holds the working directory open here (see there)
+_cwd_path = os.environ.pop("NEMO_GYM_CWD", "")
+_cwd_id = os.environ.pop("NEMO_GYM_CWD_ID", "")
+if _cwd:
     try:
         os.fchdir(int(_cwd))
         os.close(int(_cwd))
     except (OSError, ValueError) as error:
-        sys.stdout.write("verifier error: cannot enter the working directory again (%s); no reward written\n" % error)
-        sys.exit(1)
+        _refuse("cannot enter the working directory again (%s)" % error)
+elif _cwd_path:
+    try:
+        os.chdir(_cwd_path)
+        _entered = os.stat(".")
+    except OSError as error:
+        _refuse("cannot enter the working directory again (%s)" % error)
+    if "%d:%d" % (_entered.st_dev, _entered.st_ino) != _cwd_id:
+        _refuse("the working directory %s was replaced while the verifier started" % _cwd_path)
+if _cwd or _cwd_path:
     os.environ["PWD"] = os.getcwd()
 if sys.path[:1] != [_here]:  # PYTHONSAFEPATH (3.11+) keeps the script's folder off sys.path
     sys.path.insert(0, _here)

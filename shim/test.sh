@@ -19,8 +19,9 @@ esac
 case "$here" in /*) ;; *) here="$PWD/$here" ;; esac  # the interpreter starts in / (below)
 # gym_runner.py exits with this status when the interpreter is older than 3.8 (keep in sync).
 too_old=86
-# What root may run: programs of folders only root can change (the system's own PATH).
-system_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# What root may run: programs of folders only root can change (the system's own PATH; not /usr/local,
+# which an image may open to a group or to the agent: red team 67).
+system_path=/usr/sbin:/usr/bin:/sbin:/bin
 tried=""
 
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
@@ -172,16 +173,32 @@ for python in python3 python; do
   # It starts in /, never the working directory: a version manager's shim (asdf's, mise's, pyenv's)
   # chooses the interpreter from files it finds from its working directory up, the agent's (asdf's
   # .tool-versions may name any folder: red team 66). gym_runner.py enters the working directory again
-  # through descriptor 9, opened on it here, so no path the agent could swap meanwhile is followed.
-  cwd_fd=""
-  { exec 9<.; } 2>/dev/null && cwd_fd=9 && cd /
-  NEMO_GYM_CWD_FD=$cwd_fd NEMO_GYM_PATH=${PATH:-} PATH=$system_path "$found" -E -S -s -B "$here/gym_runner.py"
+  # through descriptor 9, opened on it here, so no path the agent could swap meanwhile is followed. A
+  # folder this user may enter but not read (0711) cannot be opened: then by its physical path, and
+  # only if it is still the same folder (device and inode, one stat). It used to start the interpreter
+  # right there, and asdf's shim found the agent's .tool-versions by name (red team 68).
+  cwd_fd="" cwd_path="" cwd_id=""
+  if { exec 9<.; } 2>/dev/null; then
+    cwd_fd=9
+  else
+    cd -P . 2>/dev/null && cwd_path=$PWD \
+      && cwd_id=$(PATH=$system_path LC_ALL=C exec stat -c '%d:%i' -- . 2>/dev/null) && [ -n "$cwd_id" ] \
+      || { tried="$tried the working directory cannot be opened;"; break; }
+  fi
+  cd / || { tried="$tried / cannot be entered;"; break; }
+  NEMO_GYM_CWD_FD=$cwd_fd NEMO_GYM_CWD=$cwd_path NEMO_GYM_CWD_ID=$cwd_id NEMO_GYM_PATH=${PATH:-} PATH=$system_path \
+    "$found" -E -S -s -B "$here/gym_runner.py"
   status=$?
   [ "$status" -eq "$too_old" ] || exit "$status"
   tried="$tried $python is too old;"
   # Back in the working directory for the next interpreter's checks; failing that, none is started and
   # the reward files are removed below, as when none is found.
-  [ -z "$cwd_fd" ] || cd /proc/self/fd/9 || { tried="$tried the working directory cannot be entered again;"; break; }
+  if [ -n "$cwd_fd" ]; then
+    cd /proc/self/fd/9 || { tried="$tried the working directory cannot be entered again;"; break; }
+  else
+    cd -- "$cwd_path" && [ "$(PATH=$system_path LC_ALL=C exec stat -c '%d:%i' -- . 2>/dev/null)" = "$cwd_id" ] \
+      || { tried="$tried the working directory cannot be entered again;"; break; }
+  fi
 done
 logs="${VERIFIER_LOGS_DIR:-/logs/verifier}"
 echo "verifier error: no Python 3.8 or newer found (tried python3, then python:$tried PATH=${PATH:-}); no reward written"

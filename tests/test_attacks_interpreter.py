@@ -842,3 +842,92 @@ def test_an_interpreter_shim_never_chooses_from_the_working_directory(run_shim, 
     assert not marker.exists(), run.output
     assert run.reward == {"reward": 1.0}, run.output
     assert f"graded in {tmp_path / 'workspace'}\n" in run.output, run.output
+
+
+def test_a_working_directory_the_verifier_cannot_read_is_entered_by_path(tmp_path):
+    """Red team 68: a working directory of mode 0711 (the agent's to set) cannot be opened by a
+    verifier's user other than root, so test.sh skipped ``cd /`` and started the interpreter there:
+    asdf's shim found the agent's ``.tool-versions`` by name (execute permission is enough), and the
+    agent's program ran in the runner's place under stock Harbor's ``[verifier].user``. test.sh now
+    always starts it in ``/``, and the runner enters such a folder by its path (only while it is the
+    one test.sh saw: the next test)."""
+    import asyncio
+
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    needs_root()
+    if not namespaces_available():
+        pytest.skip("users of their own need bubblewrap")
+    real = os.path.realpath(sys.executable)
+    shims = tmp_path / "shims" / "bin"
+    shims.mkdir(parents=True)
+    (shims / "python3").write_text(
+        f'#!/bin/bash\nif [ -f .tool-versions ]; then exec "$(cat .tool-versions)/python3" "$@"; fi\nexec {real} "$@"\n'
+    )
+    (shims / "python3").chmod(0o755)
+    workspace = tmp_path / "ws"
+    (workspace / "py").mkdir(parents=True)
+    (workspace / ".tool-versions").write_text("/app/py\n")
+    (workspace / "py" / "python3").write_text(f'#!/bin/sh\necho agent-python-ran >&2\nexec {real} "$@"\n')
+    (workspace / "py" / "python3").chmod(0o755)
+    for path in [workspace, workspace / "py", workspace / "py" / "python3", workspace / ".tool-versions"]:
+        os.lchown(path, AGENT, AGENT)
+    workspace.chmod(0o711)
+    probe = "import os\n\ndef verify():\n    print('graded in', os.getcwd(), os.environ['PWD'])\n    return 1.0\n"
+
+    async def run() -> str:
+        async with LocalSandbox(
+            workspace, workdir="/app", users=("grader",), mounts={"/shims": tmp_path / "shims"}
+        ) as sandbox:
+            lay_out(sandbox.host_path("/tests"), shim_files(probe.encode(), {}))
+            logs = sandbox.host_path("/logs/verifier")
+            os.chmod(logs, 0o777)
+            (logs / "reward.json").write_text('{"reward": 1.0}')  # planted
+            env = {"PATH": f"/shims/bin:{FALLBACK}:/usr/bin:/bin"}
+            command = "bash /tests/test.sh; echo status $?"
+            return (await sandbox.exec(command, cwd="/app", env=env, user="grader")).stdout
+
+    output = asyncio.run(run())
+    assert "agent-python-ran" not in output, output
+    assert "graded in /app /app\n" in output and 'reward.json: {"reward": 1.0}\nstatus 0' in output, output
+
+
+def _runner_entering(tests: Path, logs: Path, path: Path, seen: os.stat_result) -> subprocess.CompletedProcess:
+    """gym_runner.py started in / as test.sh starts it for a folder it could not open: told to enter
+    ``path``, which test.sh saw as ``seen``."""
+    return subprocess.run(
+        [os.path.realpath(sys.executable), "-E", "-S", "-s", "-B", str(tests / "gym_runner.py")],
+        cwd="/",
+        env={
+            "VERIFIER_LOGS_DIR": str(logs),
+            "PATH": "/usr/bin:/bin",
+            "NEMO_GYM_CWD": str(path),
+            "NEMO_GYM_CWD_ID": f"{seen.st_dev}:{seen.st_ino}",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("given", ["another folder", "a folder that is gone"])
+def test_a_working_directory_entered_by_path_must_still_be_the_one_test_sh_saw(tmp_path, given):
+    """The path test.sh gives (a folder its user could not open) could be swapped by the agent's process
+    before the runner enters it: the runner compares the folder it entered with the device and inode
+    test.sh saw, and refuses a run where they differ, removing a reward the agent planted."""
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    tests, workspace, logs = tmp_path / "tests", tmp_path / "workspace", tmp_path / "logs"
+    lay_out(tests, shim_files(b"def verify():\n    return 0.5\n", {}))
+    workspace.mkdir()
+    logs.mkdir()
+    (logs / "reward.json").write_text('{"reward": 1.0}')  # planted
+    entered = workspace if given == "another folder" else tmp_path / "gone"
+    completed = _runner_entering(tests, logs, entered, os.stat(tmp_path))  # test.sh saw tmp_path
+    assert completed.returncode == 1 and not (logs / "reward.json").exists(), completed.stdout
+    assert completed.stdout.startswith("verifier error: "), completed.stdout
+    completed = _runner_entering(tests, logs, workspace, os.stat(workspace))  # the folder test.sh saw
+    assert completed.returncode == 0 and (logs / "reward.json").read_text() == '{"reward": 0.5}\n', completed.stdout

@@ -469,6 +469,23 @@ def test_a_reward_file_verify_wrote_itself_is_removed_when_the_run_fails(run_shi
     )
 
 
+def test_a_reward_txt_verify_wrote_is_removed_when_the_run_succeeds_too(run_shim, python_bin: Path, tmp_path: Path):
+    """Red team 68: a coding task's verify ran the agent's program, which wrote ``reward.txt``, and
+    returned a dict with no ``reward`` key: stock Harbor adds a ``reward.txt`` to such a ``reward.json``
+    as its ``reward``, so the agent's 1 stood beside its accuracy of 0. A successful run removes it too."""
+    logs = tmp_path / "logs" / "verifier"
+    logs.mkdir(parents=True)
+    source = (
+        "import os, subprocess\ndef verify():\n"
+        "    subprocess.run(['sh', '-c', 'echo 1 > \"$VERIFIER_LOGS_DIR/reward.txt\"'], check=True)\n"
+        "    return {'accuracy': 0.0}\n"
+    )
+    run = run_shim(source, path=f"{python_bin}:/usr/bin:/bin")
+    assert run.returncode == 0 and run.reward == {"accuracy": 0.0}, run.output
+    assert sorted(path.name for path in logs.iterdir()) == ["reward.json"], run.output
+    assert "verifier note: removed the reward.txt that verify (or a program it ran) wrote" in run.output
+
+
 def test_a_planted_temporary_file_does_not_block_the_write(run_shim, tmp_path: Path):
     logs = tmp_path / "logs" / "verifier"
     logs.mkdir(parents=True)
