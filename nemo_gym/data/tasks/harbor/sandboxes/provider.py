@@ -62,6 +62,9 @@ PROBE_TIMEOUT_SEC = 60.0
 # Where the probe finds its programs: the system's folders only, as grading's steps do (not
 # /usr/local, which an image may open to a group or to the agent: red team 67).
 SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# A command's PATH when neither the task nor the sandbox's first process names one: Docker's default,
+# the task's to search (test.sh checks the interpreter it finds there), never root's.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The probe, as the admin: its uid, a new private folder (mktemp -d: 0700, a name nobody saw), and
 # the sandbox's first process's uid, user name, working directory and PATH, one a line. Bash
 # builtins and coreutils only (mktemp, readlink).
@@ -162,14 +165,12 @@ class ProviderSandbox:
         # the system's. The command's own PATH (given, else the image's) is set inside: for a clean
         # shell, handed to grading (which restores it for test.sh alone); else before bash is found.
         wanted = dict(env or {})
-        path = wanted.pop("PATH", None) or self.image_path
+        path = wanted.pop("PATH", None) or self.image_path or DEFAULT_PATH
         if clean_shell:
-            if path is not None:
-                wanted[VERIFIER_PATH_VARIABLE] = path
+            wanted[VERIFIER_PATH_VARIABLE] = path
             wrapped = f"exec /bin/bash {' '.join(CLEAN_SHELL_OPTIONS)} -c " + shlex.quote(command)
         else:
-            prefix = f"PATH={shlex.quote(path)}; export PATH; " if path is not None else ""
-            wrapped = prefix + "exec bash -c " + shlex.quote(command)
+            wrapped = f"PATH={shlex.quote(path)}; export PATH; exec bash -c " + shlex.quote(command)
         wanted["PATH"] = SAFE_PATH
         return await _provider_exec(
             self.provider,
