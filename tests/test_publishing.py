@@ -82,7 +82,12 @@ RESPONSE_CASES = [
     ("async def verify(*, response):\n    pass\n", True),
     ("def verify(response, /):\n    pass\n", True),
     ("def verify(workspace, task_data):\n    pass\n", False),
-    ("def verify(**kwargs):\n    pass\n", False),
+    ("def verify(**kwargs):\n    pass\n", True),  # the runner passes response in it (red team 70)
+    ("def verify(task_data, **extra):\n    return extra.get('response')\n", True),
+    ("verify = lambda task_data, response=None: 1.0\n", True),
+    ("verify = lambda task_data: 1.0\n", False),
+    ("from grading import verify\n", None),  # another module's: the source here cannot tell
+    ("import grading as verify\n", None),
     ("import functools\ndef deco(f):\n    return f\n@deco\ndef verify(task_data):\n    pass\n", False),
     ("import functools\ndef grade(response, x):\n    pass\nverify = functools.partial(grade, x=1)\n", None),
     ("class Grader:\n    def __call__(self, task_data):\n        pass\nverify = Grader()\n", False),

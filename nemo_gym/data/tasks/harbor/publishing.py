@@ -168,11 +168,13 @@ def dockerfile(image: str, workdir: str, users: Sequence[str] = (), agent: Optio
 
 
 def declares_response(source: bytes, filename: str) -> Optional[bool]:
-    """Whether ``verify`` declares a ``response`` parameter, read from the source alone.
+    """Whether ``verify`` declares a ``response`` parameter, read from the source alone. A ``**``
+    parameter counts: the runner passes ``response`` in it (red team 70).
 
-    ``True``/``False`` for a module-level ``def``/``async def verify``; for a ``verify`` bound another
-    way (``functools.partial``, an object), ``False`` when no function of the module has a
-    ``response`` parameter, else ``None``: it cannot be told without running the author's code.
+    ``True``/``False`` for a module-level ``def``/``async def verify`` or ``verify = lambda``; ``None``
+    for a ``verify`` imported from another module; for one bound another way (``functools.partial``,
+    an object), ``False`` when no function of the module has a ``response`` parameter, else ``None``:
+    it cannot be told without running the author's code.
     """
     try:
         tree = ast.parse(source, filename)
@@ -181,16 +183,27 @@ def declares_response(source: bytes, filename: str) -> Optional[bool]:
     except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes (3.8-3.11), deep nesting
         raise TaskError(f"{filename}: does not parse ({str(error) or type(error).__name__})") from None
 
-    def has_response(node: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
+    def has_response(node: Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda]) -> bool:
         arguments = node.args
         names = [a.arg for a in (*getattr(arguments, "posonlyargs", []), *arguments.args, *arguments.kwonlyargs)]
-        return "response" in names
+        return "response" in names or arguments.kwarg is not None
 
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "verify":
             return has_response(node)
-    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and _binds_verify(node):
+            return has_response(node.value)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (alias.asname or alias.name) == "verify" for alias in node.names
+        ):
+            return None
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    functions = [node for node in ast.walk(tree) if isinstance(node, kinds)]
     return None if any(has_response(function) for function in functions) else False
+
+
+def _binds_verify(node: ast.Assign) -> bool:
+    return any(isinstance(target, ast.Name) and target.id == "verify" for target in node.targets)
 
 
 # --- reading the task's files ----------------------------------------------------------------------
