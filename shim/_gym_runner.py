@@ -538,14 +538,18 @@ def end(status: "int") -> "int":
     2-3 ms, a sixth of a bare start, where nothing the run left behind needs it; returns ``status``,
     for a normal exit, otherwise, and after a failure.
 
-    Teardown is needed, and taken, when the run leaves: an ``atexit`` callback; another thread (a
-    normal exit waits for it); a file open for writing (teardown flushes and closes it, a wrapper
-    before the file it wraps, which no order found from outside can promise); or C code of its
+    A thread verify left running (not a daemon) is waited for ``_THREAD_GRACE_SEC`` at most; then the
+    run ends without it (``_leave_stuck_threads``). Teardown is needed, and taken, when the run
+    leaves: an ``atexit`` callback; another thread (a normal exit waits for it); a file open for
+    writing (teardown flushes and closes it, a wrapper before the file it wraps, which no order
+    found from outside can promise); or C code of its
     own, an extension module from outside the standard library or ``ctypes`` (the C library's own
     output buffers are flushed only by a normal exit). Otherwise the standard streams are flushed
     and the process ends: other objects' ``__del__`` methods do not run then, which Python does not
     promise at exit either (the data model's ``object.__del__``).
     """
+    if status == 0 and _thread._count():
+        _leave_stuck_threads()
     if status != 0 or atexit._ncallbacks() or _thread._count() or _left_behind():
         return status
     try:
@@ -555,6 +559,54 @@ def end(status: "int") -> "int":
     except BaseException:  # normal exit flushes again, and says why it cannot
         return status
     os._exit(status)
+
+
+# How long a successful run waits for the threads verify left running (not daemons) before it ends
+# without them. A normal exit waits for them forever: a watchdog timer, or a pool's worker on the agent's
+# hung program, held test.sh until the timeout, where NeMo Gym's server scores the reward already
+# reported and stock Harbor, which then parses nothing, does not (red team 70).
+_THREAD_GRACE_SEC = 1.0
+
+
+def _leave_stuck_threads() -> "None":
+    """Waits up to ``_THREAD_GRACE_SEC`` for the threads verify left running; if some still run, ends
+    the process without them (the score is written), after flushing what the run left open for
+    writing, and says so. Returns when none is left: the run then ends as it would have."""
+    threading = sys.modules.get("threading")
+    if threading is None:  # only threading's own threads hold up an exit
+        return
+    import time
+
+    deadline = time.monotonic() + _THREAD_GRACE_SEC
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [
+        thread.name
+        for thread in threading.enumerate()
+        if thread is not main and not thread.daemon and thread.is_alive()
+    ]
+    if not stuck:
+        return
+    print(
+        f"verifier note: verify left {len(stuck)} thread(s) running ({', '.join(stuck[:5])}); the run ends "
+        f"without waiting for them, as its score is written"
+    )
+    for item in gc.get_objects():  # what the run left open for writing: its data is kept (see end)
+        if issubclass(type(item), _FILE):
+            try:
+                if not item.closed and item.writable():
+                    item.flush()
+            except Exception:
+                pass
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
 
 
 def _left_behind() -> "bool":

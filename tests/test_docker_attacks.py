@@ -29,6 +29,14 @@ def write(root: Path, files: Dict[str, str]) -> Path:
     return write_files(root, files, dedent=True)
 
 
+def users_sandbox(client: Any, workspace: Path, **options: Any) -> DockerSandbox:
+    """A sandbox of the suite's image with the users ``agent`` and ``grader``, working in /workspace."""
+    image, volumes = users_image(client)
+    return DockerSandbox(
+        image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, workdir="/workspace", **options
+    )
+
+
 def attack(
     client: Any,
     task_dir: Path,
@@ -38,14 +46,10 @@ def attack(
     after: Optional[Callable[[DockerSandbox], Awaitable[Any]]] = None,
     env: Optional[Dict[str, str]] = None,
 ) -> tuple:
-    image, volumes = users_image(client)
     plan = plan_verification(load_task(task_dir))
 
     async def run() -> tuple:
-        sandbox = DockerSandbox(
-            image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, env=env, workdir="/workspace"
-        )
-        async with sandbox:
+        async with users_sandbox(client, workspace, env=env) as sandbox:
             await sandbox.exec("chown -R agent /workspace", user="root")
             if before is not None:
                 await before(sandbox)

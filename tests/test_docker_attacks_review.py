@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 from test_attacks_review import LATE_PLANTER
-from test_docker_attacks import attack, leave_behind, write
+from test_docker_attacks import attack, leave_behind, users_sandbox, write
 
 from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
 
@@ -206,3 +206,97 @@ def test_grading_runs_no_program_of_a_usr_local_the_agent_may_write(docker_clien
     outcome, planted_ran = attack(docker_client, task_dir, workspace, before=before, after=ran)
     assert planted_ran == "", planted_ran
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+
+
+# Step "build" runs the agent's program as the verifier's user, which plants step "deploy"'s record.
+PLANTING_PROGRAM = r"""
+import os
+logs = os.environ.get("VERIFIER_LOGS_DIR", "/logs/verifier")
+record = '{"tool": "deploy"}\n'
+if os.environ.get("HOW") == "link":  # a hard link to a file the agent keeps writing
+    open("/tmp/forge", "w").write(record)
+    os.link("/tmp/forge", os.path.join(logs, "actions.jsonl"))
+else:
+    open(os.path.join(logs, "actions.jsonl"), "w").write(record)
+print(41)
+"""
+STEP_TASK = {
+    "dataset.toml": '[gym.tasks."t".verifier]\ninputs = ["actions.jsonl"]\n',
+    "t/task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'
+    '[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n',
+    "t/steps/build/instruction.md": "write prog.py, which prints 42\n",
+    "t/steps/build/tests/verifier.py": (
+        "import subprocess\n"
+        "def verify(workspace):\n"
+        "    out = subprocess.run(['python3', 'prog.py'], cwd=workspace, capture_output=True, text=True)\n"
+        "    return float(out.stdout.strip() == '42')\n"
+    ),
+    "t/steps/deploy/instruction.md": "call the deploy tool\n",
+    "t/steps/deploy/tests/verifier.py": (
+        "import json, os\n"
+        "def verify():\n"
+        "    path = os.path.join(os.environ.get('VERIFIER_LOGS_DIR', '/logs/verifier'), 'actions.jsonl')\n"
+        "    try:\n"
+        "        lines = open(path).read().splitlines()\n"
+        "    except OSError:\n"
+        "        return 0.0\n"
+        "    return float(any(json.loads(line).get('tool') == 'deploy' for line in lines if line.strip()))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", ["file", "link", "file, by a task's own test.sh", "the sidecar's"])
+def test_a_sidecar_input_the_verifiers_user_planted_never_reaches_the_next_step(docker_client, tmp_path, how):
+    """Red team 69: a coding step's verify runs the agent's program as ``[verifier].user``, who holds
+    ``/logs/verifier`` while it runs: the program wrote a declared input (a file, or a hard link to one
+    the agent kept writing), which prepare kept for the next step, whose verify trusted it as the
+    sidecar's record (a wrong answer scored 1.0). An input that the run made, replaced or changed is
+    removed once the folder is locked again; one the sidecar wrote between the steps still reaches it."""
+    import asyncio
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    files = dict(STEP_TASK)
+    if how.endswith("test.sh"):  # the folders are the verifier's user's for the whole run (Harbor's way)
+        del files["t/steps/build/tests/verifier.py"]
+        files["t/steps/build/tests/test.sh"] = "python3 /workspace/prog.py; echo 0 > /logs/verifier/reward.txt\n"
+    root = write(tmp_path / "ds", files)
+    workspace = write(tmp_path / "ws", {"prog.py": PLANTING_PROGRAM if how != "the sidecar's" else "print(41)\n"})
+    task = load_task(root / "t")
+
+    async def run() -> tuple:
+        async with users_sandbox(docker_client, workspace, env={"HOW": how}) as sandbox:
+            await sandbox.exec("chown -R agent /workspace && chmod 1777 /tmp", user="root")
+            build = await run_verification(plan_verification(task, step="build"), sandbox)
+            if how == "the sidecar's":  # a root sidecar records the agent's call between the steps
+                await sandbox.exec('echo \'{"tool": "deploy"}\' >> /logs/verifier/actions.jsonl', user="root")
+            return build, await run_verification(plan_verification(task, step="deploy"), sandbox)
+
+    build, deploy = asyncio.run(run())
+    assert (build.reward, build.masked) == (0.0, False), build
+    expected = 1.0 if how == "the sidecar's" else 0.0
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (expected, None, False), deploy
+
+
+@pytest.mark.parametrize("user", ["grader", "1001", "grader:grader", "1001:1001", "grader:answers"])
+def test_the_verifiers_groups_are_those_docker_exec_gives_the_same_user(docker_client, tmp_path, user):
+    """Red team 70: the runner switched to ``name:group`` with the user's supplementary groups too,
+    where ``docker exec -u name:group`` (Harbor's way to run test.sh as ``[verifier].user``) gives the
+    group named alone: a verify scored 1.0 under NeMo Gym by reading a file of a group the user is in,
+    which it could not read under Harbor. The runner's groups are Docker's, whatever the spelling."""
+    toml = f'[verifier]\nuser = "{user}"\n'
+    source = "import os\ndef verify():\n    print('groups', sorted(os.getgroups()))\n    return 1.0\n"
+    task_dir = write(tmp_path / "task", {"task.toml": toml, "tests/verifier.py": source})
+
+    async def before(sandbox: DockerSandbox) -> None:
+        added = await sandbox.exec("groupadd answers && usermod -aG answers grader", user="root")
+        assert added.return_code == 0, added
+
+    async def docker_groups(sandbox: DockerSandbox) -> str:
+        return (await sandbox.exec("id -G", user=user)).stdout
+
+    outcome, groups = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=docker_groups)
+    assert outcome.reward == 1.0, outcome
+    expected = sorted(int(group) for group in groups.split())
+    assert f"groups {expected}\n" in outcome.stdout, (outcome.stdout, groups)

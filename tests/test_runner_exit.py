@@ -113,7 +113,31 @@ def test_a_thread_still_running_is_waited_for(run_shim, tmp_path):
     """
     run = run_shim(_verifier(verifier))
     assert run.reward == {"reward": 1}
-    assert marker.exists() and "TEARDOWN" in run.output
+    assert marker.exists() and "verifier note" not in run.output, run.output
+
+
+def test_a_thread_stuck_after_verify_returned_does_not_hold_up_the_end(run_shim, tmp_path):
+    """Red team 70: a watchdog timer or a pool's worker still waiting on the agent's hung program held
+    test.sh until the verifier's timeout: NeMo Gym's server scored the reward already reported, stock
+    Harbor, which then parses nothing, timed out. The run waits a moment, then ends without them,
+    keeping what verify wrote to a file it left open."""
+    import time
+
+    kept = tmp_path / "kept.txt"
+    verifier = f"""
+    import threading, time
+    def verify():
+        threading.Timer(600, print, ("never",)).start()  # a watchdog nobody cancelled
+        handle = open({str(kept)!r}, "w")
+        handle.write("written before the end")  # buffered, never closed
+        return 1
+    """
+    started = time.monotonic()
+    run = run_shim(_verifier(verifier))
+    assert time.monotonic() - started < 30, run.output  # not the 600 s the timer waits
+    assert run.returncode == 0 and run.reward == {"reward": 1}, run.output
+    assert "verifier note: verify left 1 thread(s) running (Thread-1" in run.output, run.output
+    assert kept.read_text() == "written before the end"
 
 
 def test_output_without_a_newline_is_not_lost(run_shim):

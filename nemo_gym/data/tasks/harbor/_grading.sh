@@ -108,8 +108,20 @@ quick_copy() {
   fi
 }
 
+# Where prepare records the declared inputs it kept, for finish (in the same exec or a later one): in
+# the logs folder's parent, which only the admin may write (prepare makes it so).
+INPUTS_SEEN=${LOGS%/*}/.gym-inputs-$STAGE
+
+# One line per declared input that is a regular file in $LOGS: its name (no / in it), then its device,
+# inode, link count and change time, which a write, a chmod or a rename over it moves.
+input_states() {
+  local input present=()
+  for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
+  [ "${#present[@]}" = 0 ] || (cd -- "$LOGS" && LC_ALL=C exec stat -c '%n/%d:%i:%h:%z' -- "${present[@]}")
+}
+
 prepare() {
-  local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh
+  local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh stale
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
   # be swapped for a symlink between the checks below and their use. A link there (install follows it,
   # into a folder the agent may rename in) or a file is the agent's: gone first (red team 55).
@@ -165,6 +177,12 @@ prepare() {
     stage_in
   fi
   handover
+  # The verifier's user is to hold $LOGS: what its run makes of a kept input is seen by finish.
+  stale=("${LOGS%/*}"/.gym-inputs-*)  # a grading that never finished left its record
+  [ "${#stale[@]}" = 0 ] || rm -f -- "${stale[@]}"
+  if [ -n "$HANDOVER" ] && [ "${#INPUTS[@]}" != 0 ]; then
+    input_states > "$INPUTS_SEEN" || fail 92 "cannot record the inputs kept in $LOGS"
+  fi
 }
 
 # The staged files, uploaded beforehand (through the sandbox's archive calls, else as the tar
@@ -441,6 +459,7 @@ finish() {
   # One removal: the answers in /tests, what was set aside, the unused reward files, and the key and
   # held-back variables a runner that never ran leaves (it removes them as it starts).
   for entry in "$LOGS"/.gym-trash-*; do doomed+=("$entry"); done
+  [ -n "$HANDOVER" ] && [ "${#INPUTS[@]}" != 0 ] && changed_inputs
   if [ "$KEEP_TESTS" != 1 ]; then
     for entry in "$TESTS"/*; do
       [ "$entry" = "$OUT" ] || doomed+=("$entry")
@@ -461,6 +480,21 @@ finish() {
     write_results
     tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
   fi
+}
+
+# Into "doomed", the declared inputs in $LOGS that the verifier's user's run made, replaced or changed
+# (by input_states): prepare would keep them for the next grading, whose verify takes them for the
+# sidecar's (red team 69: a coding step's program wrote the next step's record, or a hard link to a
+# file the agent kept writing). Those the sidecar wrote before the run stay, untouched.
+changed_inputs() {
+  local seen="" now line lines=()
+  [ -f "$INPUTS_SEEN" ] && IFS= read -r -d '' seen < "$INPUTS_SEEN"
+  now=$(input_states)
+  split_lines lines "$now"
+  for line in "${lines[@]}"; do
+    [[ $'\n'"$seen" = *$'\n'"$line"$'\n'* ]] || doomed+=("$LOGS/${line%%/*}")
+  done
+  doomed+=("$INPUTS_SEEN")
 }
 
 # The meta file and the checksums of every file in $OUT (into "sums", the names), as the host reads them.
