@@ -348,3 +348,62 @@ def test_a_verifier_image_missing_from_the_engine_fails_loudly_before_the_agents
 
     assert asyncio.run(run()) == "42"  # the agent's sandbox ran on
     assert left() == set()
+
+
+AGENTS_SITECUSTOMIZE = """set -e
+echo wrong > /app/answer.txt
+mkdir -p /app/lib
+printf '%s\\n' 'import sys' 'runner = sys.modules.get("_gym_runner")' \\
+  'print("the agent ran in the runner")' 'if runner is not None: runner.call_verify = lambda *a, **k: 1.0' \\
+  > /app/lib/sitecustomize.py
+"""
+
+
+def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, tmp_path):
+    """Red team 72: delivery made every artifact root's in the verifier's sandbox, so the runner's owner
+    rules took the agent's folder on the image's PYTHONPATH (/app/lib) for the image's own, and imported
+    the agent's sitecustomize.py inside the runner (a wrong answer scored 1.0, where shared mode dropped
+    the entry). Delivered files belong to nobody (65534) now, another user's as in the agent's sandbox."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    from images import LABEL, _built, users_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification
+
+    users, volumes = users_image(docker_client)
+    dockerfile = f"FROM {users}\nENV PYTHONPATH=/app/lib\nRUN mkdir -p /app && chown agent /app\n"
+    image = _built(docker_client, "nemo-gym-test/users-pythonpath:1", dockerfile)
+    toml = (
+        'artifacts = ["/app"]\n[agent]\nuser = "agent"\n'
+        f'[verifier.environment]\ndocker_image = "{image}"\nworkdir = "/grade"\n'
+        f'[environment]\ndocker_image = "{image}"\nworkdir = "/app"\n'
+    )
+    verifier = (
+        "from nemo_gym.verifiers.files import read_text\n"
+        "def verify(task_data):\n"
+        "    return float(read_text('/app', 'answer.txt') == task_data['answer'])\n"
+    )
+    files = {"task.toml": toml, "task_data.json": '{"answer": "42"}', "tests/verifier.py": verifier}
+    task = load_task(write_files(tmp_path / "task", files))
+
+    @asynccontextmanager
+    async def open_verifier(spec: Any) -> Any:  # the suite's image needs its interpreter's volume
+        async with DockerSandbox(
+            image, volumes=volumes, workdir=spec.workdir, env=spec.env, labels=LABEL, client=docker_client
+        ) as sandbox:
+            yield sandbox
+
+    async def run() -> Any:
+        async with DockerSandbox(image, volumes=volumes, workdir="/app", labels=LABEL, client=docker_client) as agent:
+            planted = await agent.exec(AGENTS_SITECUSTOMIZE, user="agent")
+            assert planted.return_code == 0, planted
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    outcome = asyncio.run(run())
+    assert "the agent ran in the runner" not in outcome.stdout, outcome.stdout
+    assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
+    assert "PYTHONPATH entry '/app/lib' belongs to uid 65534: not added to sys.path" in outcome.stdout, outcome.stdout

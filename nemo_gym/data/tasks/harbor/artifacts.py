@@ -1021,13 +1021,15 @@ def _places(sandbox: Sandbox, collected: CollectedArtifacts) -> List[CollectedAr
 async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, owner: Optional[User] = None) -> None:
     """Puts each collected artifact at its own source path in ``sandbox`` (the separate verifier's),
     parents first, making the folders above it; ``owner`` (a user or uid) gets what was delivered,
-    else it belongs to the sandbox's admin. Never under ``/tests`` or ``/logs/verifier``
-    (``ValueError``). A fault of the sandbox raises ``SandboxError``."""
+    else it belongs to the sandbox's admin (as it does where the admin is not root, which cannot give
+    files away). Never under ``/tests`` or ``/logs/verifier`` (``ValueError``). A fault of the
+    sandbox raises ``SandboxError``."""
     items = _places(sandbox, collected)
     if not items:
         return
     chown = ""
-    if owner is not None and not sandbox_option(sandbox, "single_user", False):
+    root_admin = str(sandbox.admin_user) in ("root", "0")
+    if owner is not None and root_admin and not sandbox_option(sandbox, "single_user", False):
         places = " ".join(shlex.quote(item.artifact.source) for item in items)
         chown = f"chown -hR -- {shlex.quote(str(owner))} {places} || fail 'cannot hand the artifacts to the owner'"
     if isinstance(sandbox, ArchiveSandbox):

@@ -45,6 +45,12 @@ from nemo_gym.data.tasks.harbor.verifier_env import (
     verifier_build_context,
 )
 
+# Who owns the delivered artifacts in the verifier's sandbox. They are the agent's files: root's, they
+# passed the runner's and test.sh's owner checks as the image's own (red team 72: the agent's
+# sitecustomize.py, in a folder on the image's PYTHONPATH, ran inside the runner). nobody's uid, named
+# by the image or not, makes them another user's, as in the agent's sandbox; their modes still let the
+# verifier read them.
+ARTIFACTS_OWNER = 65534
 # Where Harbor's agents leave their transcript (ATIF), which a separate verifier gets too.
 TRANSCRIPT = "/logs/agent/trajectory.json"
 
@@ -216,7 +222,7 @@ async def _apart(
                 LOGGER.warning("stopping the agent's sandbox failed: %s", error)
         try:
             async with opening as verifier:
-                await deliver_artifacts(verifier, collected)
+                await deliver_artifacts(verifier, collected, owner=ARTIFACTS_OWNER)
                 ships = await verifier.exec(
                     "test -f /tests/test.sh", cwd="/", user=verifier.admin_user, timeout_s=60, clean_shell=True
                 )
