@@ -177,6 +177,8 @@ for python in python3 python; do
   # folder this user may enter but not read (0711) cannot be opened: then by its physical path, and
   # only if it is still the same folder (device and inode, one stat). It used to start the interpreter
   # right there, and asdf's shim found the agent's .tool-versions by name (red team 68).
+  # What was passed over on the way: the author's clue when this image grades differently elsewhere.
+  [ -z "$tried" ] || echo "verifier note: using $found; passed over:$tried"
   cwd_fd="" cwd_path="" cwd_id=""
   if { exec 9<.; } 2>/dev/null; then
     cwd_fd=9

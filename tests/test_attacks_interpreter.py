@@ -402,7 +402,10 @@ def test_a_link_to_its_neighbour_under_a_sticky_folder_is_refused_before_anyone_
     (sticky / "inst" / "lib" / X_Y).symlink_to(STDLIB)  # an honest library beside, the real one
     run = run_shim(WHICH, path=f"{bin_dir}:{FALLBACK}")
     assert run.reward == {"reward": 1.0}, run.output
-    assert "ran by" in run.output and str(sticky) not in run.output, run.output
+    assert "ran by" in run.output and f"ran by {sticky}" not in run.output, run.output
+    assert (
+        f"verifier note: using {FALLBACK}/python3; passed over: {sticky}/inst/bin/python3 is in a folder" in run.output
+    ), run.output
 
 
 def test_a_venv_under_a_sticky_folder_is_started(run_shim, tmp_path, base):

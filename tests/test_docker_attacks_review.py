@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
+from typing import Any, Dict, Optional
 
 import pytest
 from test_attacks_review import LATE_PLANTER
@@ -245,38 +247,128 @@ STEP_TASK = {
 }
 
 
-@pytest.mark.parametrize("how", ["file", "link", "file, by a task's own test.sh", "the sidecar's"])
-def test_a_sidecar_input_the_verifiers_user_planted_never_reaches_the_next_step(docker_client, tmp_path, how):
-    """Red team 69: a coding step's verify runs the agent's program as ``[verifier].user``, who holds
-    ``/logs/verifier`` while it runs: the program wrote a declared input (a file, or a hard link to one
-    the agent kept writing), which prepare kept for the next step, whose verify trusted it as the
-    sidecar's record (a wrong answer scored 1.0). An input that the run made, replaced or changed is
-    removed once the folder is locked again; one the sidecar wrote between the steps still reaches it."""
+# The agent's process left running before grading (as "agent"): takes a descriptor the step's program
+# sends it, waits for the grading exec to end (no process of grader's left), then writes through it.
+DESCRIPTOR_TAKER = r"""
+import array, os, pwd, socket, time
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind("\0gym-rt71")
+server.listen(1)
+connection, _ = server.accept()
+_, ancillary, _, _ = connection.recvmsg(16, socket.CMSG_LEN(4))
+fd = array.array("i", ancillary[0][2][:4])[0]
+grader = pwd.getpwnam("grader").pw_uid
+def graders():
+    found = False
+    for pid in os.listdir("/proc"):
+        try:
+            found = found or (pid.isdigit() and os.stat("/proc/" + pid).st_uid == grader)
+        except OSError:
+            pass
+    return found
+while graders():
+    time.sleep(0.1)
+os.ftruncate(fd, 0)
+os.pwrite(fd, b'{"tool": "deploy"}\n', 0)
+open("/tmp/agent-wrote", "w").close()
+"""
+# The step's program, as the verifier's user: opens the kept input for writing (writing nothing, its
+# change time stays) and sends the descriptor to the agent's process.
+DESCRIPTOR_SENDER = r"""
+import os, socket
+try:
+    fd = os.open(os.path.join(os.environ.get("VERIFIER_LOGS_DIR", "/logs/verifier"), "actions.jsonl"), os.O_RDWR)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect("\0gym-rt71")
+    client.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd.to_bytes(4, "little"))])
+except OSError as error:
+    print("not sent:", error)
+print(41)
+"""
+OWN_BUILD = {"t/steps/build/tests/test.sh": "python3 /workspace/prog.py; echo 0 > /logs/verifier/reward.txt\n"}
+
+
+def _two_steps(
+    client: Any, tmp_path: Path, files: Dict[str, Optional[str]], program: str, env: Any = None, **hooks: Any
+) -> tuple:
+    """STEP_TASK with ``files`` over it (``None`` removes one), ``program`` as the agent's prog.py, ``env``
+    the sandbox's; runs ``hooks["before"]`` (the sidecar, the agent's leftovers), step build,
+    ``hooks["between"]``, step deploy: the two outcomes."""
     import asyncio
 
     from nemo_gym.data.tasks.harbor.task import load_task
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
-    files = dict(STEP_TASK)
-    if how.endswith("test.sh"):  # the folders are the verifier's user's for the whole run (Harbor's way)
-        del files["t/steps/build/tests/verifier.py"]
-        files["t/steps/build/tests/test.sh"] = "python3 /workspace/prog.py; echo 0 > /logs/verifier/reward.txt\n"
-    root = write(tmp_path / "ds", files)
-    workspace = write(tmp_path / "ws", {"prog.py": PLANTING_PROGRAM if how != "the sidecar's" else "print(41)\n"})
+    merged = {**STEP_TASK, **files}
+    root = write(tmp_path / "ds", {name: text for name, text in merged.items() if text is not None})
     task = load_task(root / "t")
 
     async def run() -> tuple:
-        async with users_sandbox(docker_client, workspace, env={"HOW": how}) as sandbox:
+        async with users_sandbox(client, write(tmp_path / "ws", {"prog.py": program}), env=env) as sandbox:
             await sandbox.exec("chown -R agent /workspace && chmod 1777 /tmp", user="root")
-            build = await run_verification(plan_verification(task, step="build"), sandbox)
-            if how == "the sidecar's":  # a root sidecar records the agent's call between the steps
-                await sandbox.exec('echo \'{"tool": "deploy"}\' >> /logs/verifier/actions.jsonl', user="root")
+            for name in ("before", "between"):
+                if name == "between":
+                    build = await run_verification(plan_verification(task, step="build"), sandbox)
+                if hooks.get(name) is not None:
+                    await hooks[name](sandbox)
             return build, await run_verification(plan_verification(task, step="deploy"), sandbox)
 
-    build, deploy = asyncio.run(run())
+    return asyncio.run(run())
+
+
+async def _sidecar_records_deploy(sandbox: DockerSandbox) -> None:
+    """A root sidecar records the agent's call of the deploy tool."""
+    record = 'mkdir -p /logs/verifier && echo \'{"tool": "deploy"}\' >> /logs/verifier/actions.jsonl'
+    ran = await sandbox.exec(record, user="root")
+    assert ran.return_code == 0, ran
+
+
+@pytest.mark.parametrize("how", ["file", "link", "file, by a task's own test.sh"])
+def test_a_sidecar_input_the_verifiers_user_planted_never_reaches_the_next_step(docker_client, tmp_path, how):
+    """Red team 69: a coding step's verify runs the agent's program as ``[verifier].user``, who holds
+    ``/logs/verifier`` while it runs: the program wrote a declared input (a file, or a hard link to one
+    the agent kept writing), which prepare kept for the next step, whose verify trusted it as the
+    sidecar's record (a wrong answer scored 1.0). An input that the run made, replaced or changed is
+    removed once the folder is locked again."""
+    files = {"t/steps/build/tests/verifier.py": None, **OWN_BUILD} if how.endswith("test.sh") else {}
+    build, deploy = _two_steps(docker_client, tmp_path, files, PLANTING_PROGRAM, env={"HOW": how})
     assert (build.reward, build.masked) == (0.0, False), build
-    expected = 1.0 if how == "the sidecar's" else 0.0
-    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (expected, None, False), deploy
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
+@pytest.mark.parametrize("when", ["between the steps", "before a task's own test.sh step"])
+def test_the_sidecars_input_reaches_the_next_step(docker_client, tmp_path, when):
+    """The control, and red team 71: the sidecar's record, written between the steps or before a step
+    whose task's own test.sh runs as the verifier's user, reaches the next step's verify (the record of
+    the kept inputs was root's alone, unreadable to that user's finish, which then removed them all)."""
+    own = when.startswith("before")
+    files = {"t/steps/build/tests/verifier.py": None, **OWN_BUILD} if own else {}
+    hooks = {"before" if own else "between": _sidecar_records_deploy}
+    build, deploy = _two_steps(docker_client, tmp_path, files, "print(41)\n", **hooks)
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (1.0, None, False), deploy
+
+
+@pytest.mark.parametrize("step", ["verify", "a task's own test.sh"])
+def test_a_descriptor_the_verifiers_user_opened_on_an_input_reaches_nothing_kept(docker_client, tmp_path, step):
+    """Red team 71: a sidecar that writes its records as the verifier's user left them that user's to
+    open: the step's program opened one for writing (its change time stayed) and sent the descriptor to
+    the agent's process, which wrote the next step's record through it once grading had ended. Such an
+    input is made afresh, root's, before the run: the descriptor reaches a file nothing keeps."""
+    files = {"t/steps/build/tests/verifier.py": None, **OWN_BUILD} if step != "verify" else {}
+
+    async def before(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("mkdir -p /logs/verifier", user="root")
+        await sandbox.exec('echo \'{"tool": "build"}\' > /logs/verifier/actions.jsonl', user="root")
+        await sandbox.exec("chown grader /logs/verifier/actions.jsonl", user="root")
+        await leave_behind(sandbox, f"exec python3 -c {shlex.quote(DESCRIPTOR_TAKER)}")
+
+    async def between(sandbox: DockerSandbox) -> None:
+        await sandbox.exec("for i in $(seq 50); do [ -e /tmp/agent-wrote ] && break; sleep 0.1; done", user="root")
+
+    build, deploy = _two_steps(docker_client, tmp_path, files, DESCRIPTOR_SENDER, before=before, between=between)
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
 
 
 @pytest.mark.parametrize("user", ["grader", "1001", "grader:grader", "1001:1001", "grader:answers"])

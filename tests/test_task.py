@@ -259,6 +259,8 @@ def test_dataset_without_root_verifier(tmp_path):
         ('".."', "is not a plain top-level file name"),
         ('""', "is not a plain top-level file name"),
         ("3", "is not a plain top-level file name"),
+        ('"a\\nb.jsonl"', "is not a plain top-level file name"),  # grading reads names a line each
+        ('"a\\u0000b"', "is not a plain top-level file name"),
         ('"reward.json"', "'reward.json' is a grader output"),
         ('"reward.txt"', "'reward.txt' is a grader output"),
         ('"test-stdout.txt"', "'test-stdout.txt' is a grader output"),

@@ -176,13 +176,38 @@ prepare() {
   else
     stage_in
   fi
-  handover
-  # The verifier's user is to hold $LOGS: what its run makes of a kept input is seen by finish.
+  # The verifier's user is to hold $LOGS: no kept input is its to write, and finish sees what its run
+  # made of them (the record readable by all: a task's own test.sh's finish runs as that user).
   stale=("${LOGS%/*}"/.gym-inputs-*)  # a grading that never finished left its record
   [ "${#stale[@]}" = 0 ] || rm -f -- "${stale[@]}"
   if [ -n "$HANDOVER" ] && [ "${#INPUTS[@]}" != 0 ]; then
-    input_states > "$INPUTS_SEEN" || fail 92 "cannot record the inputs kept in $LOGS"
+    secure_inputs
+    (umask 022 && input_states > "$INPUTS_SEEN") || fail 92 "cannot record the inputs kept in $LOGS"
   fi
+  handover
+}
+
+# A kept input the verifier's user could write (its own, or open to a group or to all) made afresh, as
+# root: a new inode, so a descriptor its run opened on the old one (and passed to a process the agent
+# left running, which wrote through it after finish looked: red team 71) reaches nothing kept; no longer
+# writable by a group or others, and root's if it was that user's. A sidecar that writes as the
+# verifier's user, or leaves its records open to all, cannot be told from the agent's program.
+secure_inputs() {
+  local input present=() line lines=() owner group mode name rest uid fresh=$LOGS/.gym-input-$STAGE
+  for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
+  [ "${#present[@]}" = 0 ] && return 0
+  uid=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || uid=${RUN_AS%%:*}
+  split_lines lines "$(cd -- "$LOGS" && LC_ALL=C exec stat -c '%u:%g:%a:%n' -- "${present[@]}")"
+  for line in "${lines[@]}"; do
+    owner=${line%%:*} rest=${line#*:}
+    group=${rest%%:*} rest=${rest#*:}
+    mode=${rest%%:*} name=${rest#*:}
+    [ "$owner" = "$uid" ] || (( (8#$mode & 8#022) != 0 )) || continue
+    [ "$owner" = "$uid" ] && owner=0 group=0
+    cp -- "$LOGS/$name" "$fresh" && chown -- "$owner:$group" "$fresh" \
+      && chmod -- "$(printf '%o' $((8#$mode & 8#755)))" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
+      || fail 92 "cannot make the input $name afresh"
+  done
 }
 
 # The staged files, uploaded beforehand (through the sandbox's archive calls, else as the tar
@@ -229,7 +254,8 @@ handover() {
       id -u -- "${RUN_AS%%:*}" >/dev/null 2>&1 || case "${RUN_AS%%:*}" in
         *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
       esac
-      chown -R -- "$RUN_AS" "$TESTS" "$LOGS" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
+      # The folders, not the sidecar's inputs in $LOGS: those stay their writer's (secure_inputs).
+      chown -R -- "$RUN_AS" "$TESTS" && chown -- "$RUN_AS" "$LOGS" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
       ;;
   esac
 }

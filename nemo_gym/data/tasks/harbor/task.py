@@ -759,12 +759,16 @@ def read_secrets(path: Path) -> Dict[str, str]:
 
 
 def validate_inputs(entries: Any, where: str, name: str) -> Tuple[str, ...]:
-    """Declared sidecar inputs: plain top-level file names, never a grader output."""
+    """Declared sidecar inputs: plain top-level file names, never a grader output (nor one with a
+    control character: grading reads their names a line each, red team 71)."""
     if not isinstance(entries, list):
         raise TaskError(f"{where}: {name} must be an array of file names")
     for entry in entries:
         plain = (
-            isinstance(entry, str) and entry not in ("", ".", "..") and not any(char in entry for char in "/\\*?[\0")
+            isinstance(entry, str)
+            and entry not in ("", ".", "..")
+            and not any(char in entry for char in "/\\*?[")
+            and all(char.isprintable() for char in entry)
         )
         if not plain:
             raise TaskError(f"{where}: {name} entry {entry!r} is not a plain top-level file name")
