@@ -349,6 +349,24 @@ def test_the_sidecars_input_reaches_the_next_step(docker_client, tmp_path, when)
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (1.0, None, False), deploy
 
 
+def test_a_sidecar_record_the_verifiers_user_owned_stays_readable_to_it(docker_client, tmp_path):
+    """Red team 73: an input of the verifier's user's, made root's before the run, kept its mode: a
+    record the sidecar wrote as that user at 0600 became root's 0600, and verify could not read it (a
+    correct answer scored 0). It is made readable by all, inside a folder only root and that user enter."""
+
+    async def before(sandbox: DockerSandbox) -> None:
+        record = 'mkdir -p /logs/verifier && echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl'
+        ran = await sandbox.exec(
+            f"{record} && chown grader /logs/verifier/actions.jsonl && chmod 600 /logs/verifier/actions.jsonl",
+            user="root",
+        )
+        assert ran.return_code == 0, ran
+
+    build, deploy = _two_steps(docker_client, tmp_path, {}, "print(41)\n", before=before)
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (1.0, None, False), deploy
+
+
 @pytest.mark.parametrize("step", ["verify", "a task's own test.sh"])
 def test_a_descriptor_the_verifiers_user_opened_on_an_input_reaches_nothing_kept(docker_client, tmp_path, step):
     """Red team 71: a sidecar that writes its records as the verifier's user left them that user's to

@@ -112,12 +112,12 @@ quick_copy() {
 # the logs folder's parent, which only the admin may write (prepare makes it so).
 INPUTS_SEEN=${LOGS%/*}/.gym-inputs-$STAGE
 
-# One line per declared input that is a regular file in $LOGS: its name (no / in it), then its device,
-# inode, link count and change time, which a write, a chmod or a rename over it moves.
+# One line per declared input that is a regular file in $LOGS: its name (no / in it), then its owner,
+# device, inode, link count and change time, which a write, a chmod or a rename over it moves.
 input_states() {
   local input present=()
   for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
-  [ "${#present[@]}" = 0 ] || (cd -- "$LOGS" && LC_ALL=C exec stat -c '%n/%d:%i:%h:%z' -- "${present[@]}")
+  [ "${#present[@]}" = 0 ] || (cd -- "$LOGS" && LC_ALL=C exec stat -c '%n/%u:%d:%i:%h:%z' -- "${present[@]}")
 }
 
 prepare() {
@@ -190,8 +190,9 @@ prepare() {
 # A kept input the verifier's user could write (its own, or open to a group or to all) made afresh, as
 # root: a new inode, so a descriptor its run opened on the old one (and passed to a process the agent
 # left running, which wrote through it after finish looked: red team 71) reaches nothing kept; no longer
-# writable by a group or others, and root's if it was that user's. A sidecar that writes as the
-# verifier's user, or leaves its records open to all, cannot be told from the agent's program.
+# writable by a group or others, and root's, readable by all, if it was that user's (inside $LOGS, which
+# only root and the verifier's user may enter). A sidecar that writes as the verifier's user, or leaves
+# its records open to all, cannot be told from the agent's program.
 secure_inputs() {
   local input present=() line lines=() owner group mode name rest uid fresh=$LOGS/.gym-input-$STAGE
   for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
@@ -203,9 +204,10 @@ secure_inputs() {
     group=${rest%%:*} rest=${rest#*:}
     mode=${rest%%:*} name=${rest#*:}
     [ "$owner" = "$uid" ] || (( (8#$mode & 8#022) != 0 )) || continue
-    [ "$owner" = "$uid" ] && owner=0 group=0
+    mode=$((8#$mode & 8#755))
+    [ "$owner" = "$uid" ] && owner=0 group=0 mode=$((mode | 8#444))
     cp -- "$LOGS/$name" "$fresh" && chown -- "$owner:$group" "$fresh" \
-      && chmod -- "$(printf '%o' $((8#$mode & 8#755)))" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
+      && chmod -- "$(printf '%o' "$mode")" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
       || fail 92 "cannot make the input $name afresh"
   done
 }

@@ -1028,7 +1028,7 @@ async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, 
     if not items:
         return
     chown = ""
-    root_admin = str(sandbox.admin_user) in ("root", "0")
+    root_admin = str(sandbox.admin_user).partition(":")[0] in ("root", "0")  # root:root is root too
     if owner is not None and root_admin and not sandbox_option(sandbox, "single_user", False):
         places = " ".join(shlex.quote(item.artifact.source) for item in items)
         chown = f"chown -hR -- {shlex.quote(str(owner))} {places} || fail 'cannot hand the artifacts to the owner'"
