@@ -28,7 +28,7 @@ from _frozen_importlib_external import _RAW_MAGIC_NUMBER, MAGIC_NUMBER  # type: 
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs more than this module
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 KNOWN_ARGUMENTS = ("workspace", "task_data", "response", "state")
 
@@ -593,13 +593,11 @@ def _leave_stuck_threads() -> "None":
         f"verifier note: verify left {len(stuck)} thread(s) running ({', '.join(stuck[:5])}); the run ends "
         f"without waiting for them, as its score is written"
     )
-    for item in gc.get_objects():  # what the run left open for writing: its data is kept (see end)
-        if issubclass(type(item), _FILE):
-            try:
-                if not item.closed and item.writable():
-                    item.flush()
-            except Exception:
-                pass
+    for item in _open_for_writing():  # its data is kept (see end)
+        try:
+            item.flush()
+        except Exception:
+            pass
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if stream is not None:
@@ -609,15 +607,23 @@ def _leave_stuck_threads() -> "None":
     os._exit(0)
 
 
-def _left_behind() -> "bool":
-    """Whether the run left a file open for writing, or loaded C code of its own (see ``end``)."""
-    for item in gc.get_objects():  # only what the run made: the runner's own objects are frozen
+def _open_for_writing() -> "Iterator[Any]":
+    """The files the run left open for writing, and those that cannot say whether they are: only
+    what the run made (the runner's own objects are frozen, and ``gc`` skips them)."""
+    for item in gc.get_objects():
         if issubclass(type(item), _FILE):
             try:
-                if not item.closed and item.writable():
-                    return True
-            except Exception:  # a file that cannot say: teardown decides
-                return True
+                if item.closed or not item.writable():
+                    continue
+            except Exception:  # a file that cannot say: counted as open
+                pass
+            yield item
+
+
+def _left_behind() -> "bool":
+    """Whether the run left a file open for writing, or loaded C code of its own (see ``end``)."""
+    for _ in _open_for_writing():  # teardown flushes and closes it
+        return True
     library = os.path.dirname(getattr(os, "__file__", None) or os.sep) + os.sep  # the standard library's folder
     for name in set(sys.modules).difference(_BEFORE_RUN):
         if name in ("ctypes", "_ctypes"):

@@ -172,12 +172,17 @@ def unwritten(error: "OSError", text: "str", logs_dir: "str", channel: "Optional
     return 1
 
 
-def remove_stray_rewards(logs_dir: "str", names: "Tuple[str, ...]" = ("reward.json", "reward.txt")) -> None:
+def remove_stray_rewards(
+    logs_dir: "str",
+    names: "Tuple[str, ...]" = ("reward.json", "reward.txt"),
+    origin: "str" = "verify (or a program it ran) wrote",
+) -> None:
     """Removes the reward files ``names`` a run leaves: both after a failed run, ``reward.txt`` after
     one that wrote ``reward.json`` (the runner removed both before ``verify`` ran, so ``verify``, or a
-    program it ran, wrote them): stock Harbor would score them, and NeMo Gym's server, which scores
-    the runner's report alone, would not. A process ``verify`` left running can still write one
-    afterwards; under NeMo Gym's server none outlives grading."""
+    program it ran, wrote them), both when the run never started (``origin`` says so): stock Harbor
+    would score them, and NeMo Gym's server, which scores the runner's report alone, would not. A
+    process ``verify`` left running can still write one afterwards; under NeMo Gym's server none
+    outlives grading."""
     for name in names:
         try:
             os.unlink(os.path.join(logs_dir, name))
@@ -189,10 +194,7 @@ def remove_stray_rewards(logs_dir: "str", names: "Tuple[str, ...]" = ("reward.js
                 "verify's score, but stock Harbor would read it (red team 64)"
             )
             continue
-        print(
-            f"verifier note: removed the {name} that verify (or a program it ran) wrote: "
-            "only verify's return value is the score"
-        )
+        print(f"verifier note: removed the {name} that {origin}: only verify's return value is the score")
 
 
 def describe(error: "BaseException") -> "str":

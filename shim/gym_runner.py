@@ -18,19 +18,20 @@ if sys.version_info < (3, 8):
     sys.exit(TOO_OLD)
 
 
+_here = os.path.dirname(os.path.abspath(__file__))
+if sys.path[:1] != [_here]:  # PYTHONSAFEPATH (3.11+) keeps the script's folder off sys.path
+    sys.path.insert(0, _here)
+
+
 def _refuse(problem):  # type: (str) -> NoReturn
     """Ends a run that cannot enter the working directory: no reward, and none the agent planted."""
     sys.stdout.write("verifier error: %s; no reward written\n" % problem)
-    logs = os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier"
-    for name in ("reward.json", "reward.txt"):
-        try:
-            os.unlink(os.path.join(logs, name))
-        except OSError:
-            pass
+    from _gym_runner_rare import remove_stray_rewards
+
+    remove_stray_rewards(os.environ.get("VERIFIER_LOGS_DIR") or "/logs/verifier", origin="was there before the run")
     sys.exit(1)
 
 
-_here = os.path.dirname(os.path.abspath(__file__))
 # test.sh started this interpreter in / and holds the working directory open on a descriptor, or,
 # for a folder its user may enter but not read, gives its path and its device and inode (see there).
 _cwd = os.environ.pop("NEMO_GYM_CWD_FD", "")
@@ -52,8 +53,6 @@ elif _cwd_path:
         _refuse("the working directory %s was replaced while the verifier started" % _cwd_path)
 if _cwd or _cwd_path:
     os.environ["PWD"] = os.getcwd()
-if sys.path[:1] != [_here]:  # PYTHONSAFEPATH (3.11+) keeps the script's folder off sys.path
-    sys.path.insert(0, _here)
 
 from _gym_runner import end, main
 

@@ -24,6 +24,11 @@ too_old=86
 system_path=/usr/sbin:/usr/bin:/sbin:/bin
 tried=""
 
+# The working directory's device and inode: the same folder, however it was entered again.
+folder_id() {
+  PATH=$system_path LC_ALL=C exec stat -c '%d:%i' -- . 2>/dev/null
+}
+
 # The lines of "$2" into the array named "$1", split in memory: a here-string is a file in $TMPDIR
 # (bash before 5.1, or text past a pipe's size) that bash opens again by name, and whoever may
 # rename in that folder could swap it for lines of their own (red team 40). Empty lines are dropped.
@@ -184,7 +189,7 @@ for python in python3 python; do
     cwd_fd=9
   else
     cd -P . 2>/dev/null && cwd_path=$PWD \
-      && cwd_id=$(PATH=$system_path LC_ALL=C exec stat -c '%d:%i' -- . 2>/dev/null) && [ -n "$cwd_id" ] \
+      && cwd_id=$(folder_id) && [ -n "$cwd_id" ] \
       || { tried="$tried the working directory cannot be opened;"; break; }
   fi
   cd / || { tried="$tried / cannot be entered;"; break; }
@@ -198,7 +203,7 @@ for python in python3 python; do
   if [ -n "$cwd_fd" ]; then
     cd /proc/self/fd/9 || { tried="$tried the working directory cannot be entered again;"; break; }
   else
-    cd -- "$cwd_path" && [ "$(PATH=$system_path LC_ALL=C exec stat -c '%d:%i' -- . 2>/dev/null)" = "$cwd_id" ] \
+    cd -- "$cwd_path" && [ "$(folder_id)" = "$cwd_id" ] \
       || { tried="$tried the working directory cannot be entered again;"; break; }
   fi
 done

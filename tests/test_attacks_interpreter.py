@@ -897,6 +897,53 @@ def test_a_working_directory_the_verifier_cannot_read_is_entered_by_path(tmp_pat
     assert "graded in /app /app\n" in output and 'reward.json: {"reward": 1.0}\nstatus 0' in output, output
 
 
+def test_a_working_directory_entered_by_path_is_entered_again_for_the_next_interpreter(tmp_path):
+    """The first python3 on PATH is too old: test.sh goes back into a folder it cannot open (0711) by
+    its path, checks it is still the one it saw, and starts the next interpreter in / with the same
+    hand-over; verify runs there, and no planted reward stands."""
+    import asyncio
+
+    from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+    from nemo_gym.data.tasks.harbor.staging import lay_out, shim_files
+
+    needs_root()
+    if not namespaces_available():
+        pytest.skip("users of their own need bubblewrap")
+    real = os.path.realpath(sys.executable)
+    old, newer = tmp_path / "shims" / "old", tmp_path / "shims" / "newer"
+    old.mkdir(parents=True)
+    newer.mkdir()
+    # gym_runner.py's answer for an interpreter older than 3.8, given by one that checks it was started in /
+    (old / "python3").write_text('#!/bin/sh\necho "old python started in $(pwd)"\nexit 86\n')
+    (newer / "python").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    for script in (old / "python3", newer / "python"):
+        script.chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    os.lchown(workspace, AGENT, AGENT)
+    workspace.chmod(0o711)
+    probe = "import os\n\ndef verify():\n    print('graded in', os.getcwd(), os.environ['PWD'])\n    return 1.0\n"
+
+    async def run() -> str:
+        async with LocalSandbox(
+            workspace, workdir="/app", users=("grader",), mounts={"/shims": tmp_path / "shims"}
+        ) as sandbox:
+            lay_out(sandbox.host_path("/tests"), shim_files(probe.encode(), {}))
+            logs = sandbox.host_path("/logs/verifier")
+            os.chmod(logs, 0o777)
+            (logs / "reward.txt").write_text("1")  # planted
+            env = {"PATH": "/shims/old:/shims/newer:/usr/bin:/bin"}
+            command = "bash /tests/test.sh; echo status $?; ls /logs/verifier"
+            return (await sandbox.exec(command, cwd="/app", env=env, user="grader")).stdout
+
+    output = asyncio.run(run())
+    assert "old python started in /\n" in output, output
+    assert "passed over: python3 is too old;" in output, output
+    assert "graded in /app /app\n" in output and 'reward.json: {"reward": 1.0}\nstatus 0' in output, output
+    assert output.rstrip().endswith("status 0\nreward.json"), output  # the planted reward.txt is gone
+
+
 def _runner_entering(tests: Path, logs: Path, path: Path, seen: os.stat_result) -> subprocess.CompletedProcess:
     """gym_runner.py started in / as test.sh starts it for a folder it could not open: told to enter
     ``path``, which test.sh saw as ``seen``."""
@@ -932,5 +979,6 @@ def test_a_working_directory_entered_by_path_must_still_be_the_one_test_sh_saw(t
     completed = _runner_entering(tests, logs, entered, os.stat(tmp_path))  # test.sh saw tmp_path
     assert completed.returncode == 1 and not (logs / "reward.json").exists(), completed.stdout
     assert completed.stdout.startswith("verifier error: "), completed.stdout
+    assert "removed the reward.json that was there before the run" in completed.stdout, completed.stdout
     completed = _runner_entering(tests, logs, workspace, os.stat(workspace))  # the folder test.sh saw
     assert completed.returncode == 0 and (logs / "reward.json").read_text() == '{"reward": 0.5}\n', completed.stdout

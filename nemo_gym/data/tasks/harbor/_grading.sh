@@ -112,13 +112,16 @@ quick_copy() {
 # the logs folder's parent, which only the admin may write (prepare makes it so).
 INPUTS_SEEN=${LOGS%/*}/.gym-inputs-$STAGE
 
-# One line per declared input that is a regular file in $LOGS: its name (no / in it), then its owner,
-# device, inode, link count and change time, which a write, a chmod or a rename over it moves.
-input_states() {
+# One line per declared input that is a regular file in $LOGS (not a link), in stat's format $1.
+stat_inputs() {
   local input present=()
   for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
-  [ "${#present[@]}" = 0 ] || (cd -- "$LOGS" && LC_ALL=C exec stat -c '%n/%u:%d:%i:%h:%z' -- "${present[@]}")
+  [ "${#present[@]}" = 0 ] || (cd -- "$LOGS" && LC_ALL=C exec stat -c "$1" -- "${present[@]}")
 }
+
+# Each kept input's name (no / in it), then its owner, device, inode, link count and change time,
+# which a write, a chmod or a rename over it moves.
+input_states() { stat_inputs '%n/%u:%d:%i:%h:%z'; }
 
 prepare() {
   local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh stale
@@ -194,11 +197,11 @@ prepare() {
 # only root and the verifier's user may enter). A sidecar that writes as the verifier's user, or leaves
 # its records open to all, cannot be told from the agent's program.
 secure_inputs() {
-  local input present=() line lines=() owner group mode name rest uid fresh=$LOGS/.gym-input-$STAGE
-  for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && present+=("$input"); done
-  [ "${#present[@]}" = 0 ] && return 0
+  local states line lines=() owner group mode name rest uid fresh=$LOGS/.gym-input-$STAGE
+  states=$(stat_inputs '%u:%g:%a:%n')
+  [ -n "$states" ] || return 0
   uid=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || uid=${RUN_AS%%:*}
-  split_lines lines "$(cd -- "$LOGS" && LC_ALL=C exec stat -c '%u:%g:%a:%n' -- "${present[@]}")"
+  split_lines lines "$states"
   for line in "${lines[@]}"; do
     owner=${line%%:*} rest=${line#*:}
     group=${rest%%:*} rest=${rest#*:}
