@@ -290,3 +290,29 @@ def test_what_the_agent_leaves_running_never_masks_a_separate_run(docker_client,
     finally:
         impatient.close()
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome.detail
+
+
+@pytest.mark.parametrize(
+    "verifier_user, owner",
+    [("grader", 65534), ("1001:1001", 65534), ("nobody", 65533), ("65534:65534", 65533), ("judge:judge", 65533)],
+)
+def test_delivered_artifacts_are_never_the_verifiers_own(docker_client, tmp_path, verifier_user, owner):
+    """Red team 73: a verifier run as nobody trusted artifacts owned by nobody as its own files. The
+    image decides who that is: ``judge`` is uid 65534 there under another name."""
+    copy = write_files(tmp_path / "copy", {"app/out.json": '{"answer": 42}', "app/src/main.py": "print(1)\n"})
+    collected = CollectedArtifacts(copy, (CollectedArtifact(Artifact("/app", "app"), copy / "app", FOLDER, 2, 2),))
+    users = "useradd -M -u 1001 grader && useradd -M -o -u 65534 judge"
+
+    async def go() -> str:
+        async with DockerSandbox(
+            base_image(docker_client), workdir="/app", labels=LABEL, client=docker_client
+        ) as verifier:
+            made = await verifier.exec(users, user="root")
+            assert made.return_code == 0, made.stderr
+            await deliver_artifacts(verifier, collected, owner=65534, verifier_user=verifier_user)
+            return (await verifier.exec("stat -c '%u %n' /app /app/out.json /app/src /app/src/main.py")).stdout
+
+    shown = run(go())
+    assert shown.split() == [
+        part for path in ("/app", "/app/out.json", "/app/src", "/app/src/main.py") for part in (str(owner), path)
+    ], shown

@@ -1018,20 +1018,44 @@ def _places(sandbox: Sandbox, collected: CollectedArtifacts) -> List[CollectedAr
     return items
 
 
-async def deliver_artifacts(sandbox: Sandbox, collected: CollectedArtifacts, *, owner: Optional[User] = None) -> None:
+def hand_over_script(places: Sequence[str], owner: User, verifier_user: Optional[User] = None) -> str:
+    """The shell lines that give ``places`` (and all in them, links not followed) to ``owner``, a user
+    or uid, or to the uid below it where that is ``verifier_user``'s own uid as the sandbox's image
+    resolves it (by name or number, its group dropped): the runner trusts a file of its own user's as
+    its own, whatever that user is called there (red team 73)."""
+
+    def uid(user: User) -> str:
+        name = shlex.quote(str(user).partition(":")[0])
+        return f"$(id -u -- {name} 2>/dev/null || echo {name})"
+
+    lines = [f"owner={uid(owner)}"]
+    if verifier_user is not None:
+        lines.append(f'[ "{uid(verifier_user)}" != "$owner" ] || owner=$((owner - 1))')
+    quoted = " ".join(shlex.quote(place) for place in places)
+    lines.append(f"chown -hR -- \"$owner\" {quoted} || fail 'cannot hand the artifacts to the owner'")
+    return "\n".join(lines)
+
+
+async def deliver_artifacts(
+    sandbox: Sandbox,
+    collected: CollectedArtifacts,
+    *,
+    owner: Optional[User] = None,
+    verifier_user: Optional[User] = None,
+) -> None:
     """Puts each collected artifact at its own source path in ``sandbox`` (the separate verifier's),
     parents first, making the folders above it; ``owner`` (a user or uid) gets what was delivered,
-    else it belongs to the sandbox's admin (as it does where the admin is not root, which cannot give
-    files away). Never under ``/tests`` or ``/logs/verifier`` (``ValueError``). A fault of the
-    sandbox raises ``SandboxError``."""
+    never as ``verifier_user``'s own uid (``hand_over_script``), else it belongs to the sandbox's
+    admin (as it does where the admin is not root, which cannot give files away). Never under
+    ``/tests`` or ``/logs/verifier`` (``ValueError``). A fault of the sandbox raises
+    ``SandboxError``."""
     items = _places(sandbox, collected)
     if not items:
         return
     chown = ""
     root_admin = str(sandbox.admin_user).partition(":")[0] in ("root", "0")  # root:root is root too
     if owner is not None and root_admin and not sandbox_option(sandbox, "single_user", False):
-        places = " ".join(shlex.quote(item.artifact.source) for item in items)
-        chown = f"chown -hR -- {shlex.quote(str(owner))} {places} || fail 'cannot hand the artifacts to the owner'"
+        chown = hand_over_script([item.artifact.source for item in items], owner, verifier_user)
     if isinstance(sandbox, ArchiveSandbox):
         # Links go in by ``ln -s`` after the archives: the local sandbox's archive call takes files
         # and folders only (it writes on the host, where a link could lead a later write out). A
@@ -1106,6 +1130,7 @@ __all__ = [
     "delivery_order",
     "delivery_refusal",
     "delivery_script",
+    "hand_over_script",
     "is_excluded",
     "plan_copy",
     "resolve_link",

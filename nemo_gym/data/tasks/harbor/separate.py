@@ -49,16 +49,9 @@ from nemo_gym.data.tasks.harbor.verifier_env import (
 # passed the runner's and test.sh's owner checks as the image's own (red team 72: the agent's
 # sitecustomize.py, in a folder on the image's PYTHONPATH, ran inside the runner). nobody's uid, named
 # by the image or not, makes them another user's, as in the agent's sandbox; their modes still let the
-# verifier read them. Never the verifier's own uid, which the runner trusts as its own: a verifier run as
-# nobody gets them owned by the uid below it (red team 73).
+# verifier read them. Never the verifier's own uid, which the runner trusts as its own: a verifier whose
+# user is this uid in its image gets them owned by the uid below it (red team 73, deliver_artifacts).
 ARTIFACTS_OWNER = 65534
-_NOBODYS = ("nobody", "nfsnobody", "65534")
-
-
-def artifacts_owner(verifier_user: Optional[object]) -> int:
-    """Who owns the delivered artifacts for a verifier run as ``verifier_user`` (``ARTIFACTS_OWNER``)."""
-    name = str(verifier_user).partition(":")[0] if verifier_user is not None else ""
-    return ARTIFACTS_OWNER - 1 if name in _NOBODYS else ARTIFACTS_OWNER
 
 
 # Where Harbor's agents leave their transcript (ATIF), which a separate verifier gets too.
@@ -232,7 +225,7 @@ async def _apart(
                 LOGGER.warning("stopping the agent's sandbox failed: %s", error)
         try:
             async with opening as verifier:
-                await deliver_artifacts(verifier, collected, owner=artifacts_owner(plan.user))
+                await deliver_artifacts(verifier, collected, owner=ARTIFACTS_OWNER, verifier_user=plan.user)
                 ships = await verifier.exec(
                     "test -f /tests/test.sh", cwd="/", user=verifier.admin_user, timeout_s=60, clean_shell=True
                 )
