@@ -570,14 +570,17 @@ class TarOnly:
     """A local sandbox seen through the protocol's three calls only: no archive calls, so artifacts
     move by ``tar`` in the sandbox and ``download_file``/``upload_file``."""
 
-    def __init__(self, inner: LocalSandbox) -> None:
+    def __init__(self, inner: LocalSandbox, admin: Optional[str] = None) -> None:
+        """``admin``: its admin written otherwise (as a provider's sandbox may write root: ``root:root``)."""
         self.inner = inner
-        self.admin_user, self.workdir = inner.admin_user, inner.workdir
+        self.admin_user, self.workdir = admin or inner.admin_user, inner.workdir
         self.tests_dir, self.logs_dir, self.tmp_dir = inner.tests_dir, inner.logs_dir, inner.tmp_dir
         self.commands: List[str] = []
 
     async def exec(self, command: str, **options: Any) -> ExecResult:
         self.commands.append(command)
+        if options.get("user") == self.admin_user:
+            options["user"] = self.inner.admin_user
         return await self.inner.exec(command, **options)
 
     async def upload_file(self, local_path: str, sandbox_path: str) -> None:
@@ -647,13 +650,20 @@ def collect_locally(
 
 
 def deliver_locally(
-    root: Path, mode: str, collected: CollectedArtifacts, *, after: Optional[Callable] = None, **options: Any
+    root: Path,
+    mode: str,
+    collected: CollectedArtifacts,
+    *,
+    after: Optional[Callable] = None,
+    admin: Optional[str] = None,
+    **options: Any,
 ) -> Path:
+    """``collected`` delivered into a fresh local sandbox, seen as ``TarOnly(sandbox, admin)`` in mode "tar"."""
     verifier = write_files(root / "verifier", {"stale.txt": "the image's own file", "keep/me": "x"})
 
     async def go() -> None:
         async with LocalSandbox(verifier, workdir="/app") as local:
-            sandbox: Any = local if mode == "archive" else TarOnly(local)
+            sandbox: Any = local if mode == "archive" else TarOnly(local, admin)
             await deliver_artifacts(sandbox, collected, **options)
             COMMANDS[:] = getattr(sandbox, "commands", [])
             if after is not None:
@@ -1062,7 +1072,9 @@ def test_delivery_refuses_a_sandbox_without_paths_of_its_own(tmp_path):
     assert (workspace / "keep").read_text() == "the host's"
 
 
-def test_delivery_hands_the_artifacts_to_the_owner(tmp_path, local):
+@pytest.mark.parametrize("admin", [None, "root:root", "0"])
+def test_delivery_hands_the_artifacts_to_the_owner(tmp_path, local, admin):
+    """Whatever way the admin root is written (a provider's sandbox may say ``root:root``)."""
     if os.getuid() != 0:
         pytest.skip("handing files to another user needs root (CI runs as root)")
     collected = collect_locally(tmp_path, "archive", (Artifact("/app/src", "src"),))
@@ -1071,7 +1083,8 @@ def test_delivery_hands_the_artifacts_to_the_owner(tmp_path, local):
     async def look(sandbox: LocalSandbox) -> None:
         seen["owners"] = (await sandbox.exec("stat -c '%U %n' /app/src /app/src/main.py /app", cwd="/")).stdout
 
-    deliver_locally(tmp_path / "v", "archive", collected, owner="nobody", after=look)
+    mode = "archive" if admin is None else "tar"
+    deliver_locally(tmp_path / "v", mode, collected, owner="nobody", after=look, admin=admin)
     assert seen["owners"].split("\n")[:2] == ["nobody /app/src", "nobody /app/src/main.py"]
     assert seen["owners"].split("\n")[2] != "nobody /app"  # a parent made for it stays the admin's
 
