@@ -1188,3 +1188,26 @@ def test_a_sparse_member_whole_or_cut_is_never_read(tmp_path, options):
     tally = _Collection(tmp_path / "out", MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES)
     tally.take(Artifact("/app", "app"), io.BytesIO(whole))
     assert [(item.path, "sparse" in item.reason) for item in tally.result().skipped] == [("/app", True)]
+
+
+@pytest.mark.parametrize(
+    "owner, verifier_user, given",
+    [
+        (65534, None, 65534),
+        (65534, "root", 65534),
+        (65534, "1001:1001", 65534),
+        (65534, "nobody", 65533),  # uid 65534 on this machine, as in Debian's images
+        (65534, "065534", 65533),  # the same uid spelled otherwise (red team 74)
+        (65534, "65534:65534", 65533),
+        (65534, "no-such-user", 65534),  # no such user runs anything
+    ],
+)
+def test_the_artifacts_owner_is_never_the_verifiers_uid(owner, verifier_user, given):
+    from nemo_gym.data.tasks.harbor.artifacts import hand_over_script
+
+    if subprocess.run(["id", "-u", "nobody"], stdout=subprocess.PIPE, text=True).stdout.strip() != "65534":
+        pytest.skip("this machine's nobody is not uid 65534")
+    stubs = 'fail() { echo "failed: $*"; exit 1; }\nchown() { echo "chown $*"; }\n'
+    script = stubs + hand_over_script(["/app", "/logs/artifacts"], owner, verifier_user)
+    ran = subprocess.run(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert ran.stdout == f"chown -hR -- {given} /app /logs/artifacts\n", ran.stdout

@@ -359,11 +359,14 @@ printf '%s\\n' 'import sys' 'runner = sys.modules.get("_gym_runner")' \\
 """
 
 
-def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, tmp_path):
+@pytest.mark.parametrize("image_user, owner", [(None, 65534), ("nobody", 65533)])
+def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, tmp_path, image_user, owner):
     """Red team 72: delivery made every artifact root's in the verifier's sandbox, so the runner's owner
     rules took the agent's folder on the image's PYTHONPATH (/app/lib) for the image's own, and imported
     the agent's sitecustomize.py inside the runner (a wrong answer scored 1.0, where shared mode dropped
-    the entry). Delivered files belong to nobody (65534) now, another user's as in the agent's sandbox."""
+    the entry). Delivered files belong to nobody (65534) now, another user's as in the agent's sandbox.
+    Red team 74: where no user is named and the verifier's image says ``USER nobody``, the verifier runs
+    as nobody, and the artifacts must then be another uid's (65533)."""
     import asyncio
     from contextlib import asynccontextmanager
 
@@ -377,10 +380,18 @@ def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, 
     users, volumes = users_image(docker_client)
     dockerfile = f"FROM {users}\nENV PYTHONPATH=/app/lib\nRUN mkdir -p /app && chown agent /app\n"
     image = _built(docker_client, "nemo-gym-test/users-pythonpath:1", dockerfile)
+    agent_image = verifier_image = image
+    users_named = '[agent]\nuser = "agent"\n'
+    if image_user is not None:  # each image says who runs in it; the task names nobody
+        agent_image = _built(docker_client, "nemo-gym-test/users-pythonpath-agent:1", f"FROM {image}\nUSER agent\n")
+        verifier_image = _built(
+            docker_client, f"nemo-gym-test/users-pythonpath-{image_user}:1", f"FROM {image}\nUSER {image_user}\n"
+        )
+        users_named = ""
     toml = (
-        'artifacts = ["/app"]\n[agent]\nuser = "agent"\n'
-        f'[verifier.environment]\ndocker_image = "{image}"\nworkdir = "/grade"\n'
-        f'[environment]\ndocker_image = "{image}"\nworkdir = "/app"\n'
+        f'artifacts = ["/app"]\n{users_named}'
+        f'[verifier.environment]\ndocker_image = "{verifier_image}"\nworkdir = "/grade"\n'
+        f'[environment]\ndocker_image = "{agent_image}"\nworkdir = "/app"\n'
     )
     verifier = (
         "from nemo_gym.verifiers.files import read_text\n"
@@ -393,12 +404,14 @@ def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, 
     @asynccontextmanager
     async def open_verifier(spec: Any) -> Any:  # the suite's image needs its interpreter's volume
         async with DockerSandbox(
-            image, volumes=volumes, workdir=spec.workdir, env=spec.env, labels=LABEL, client=docker_client
+            verifier_image, volumes=volumes, workdir=spec.workdir, env=spec.env, labels=LABEL, client=docker_client
         ) as sandbox:
             yield sandbox
 
     async def run() -> Any:
-        async with DockerSandbox(image, volumes=volumes, workdir="/app", labels=LABEL, client=docker_client) as agent:
+        async with DockerSandbox(
+            agent_image, volumes=volumes, workdir="/app", labels=LABEL, client=docker_client
+        ) as agent:
             planted = await agent.exec(AGENTS_SITECUSTOMIZE, user="agent")
             assert planted.return_code == 0, planted
             return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
@@ -406,4 +419,6 @@ def test_delivered_artifacts_are_never_roots_files_to_the_runner(docker_client, 
     outcome = asyncio.run(run())
     assert "the agent ran in the runner" not in outcome.stdout, outcome.stdout
     assert (outcome.reward, outcome.failure_kind, outcome.masked) == (0.0, None, False), outcome
-    assert "PYTHONPATH entry '/app/lib' belongs to uid 65534: not added to sys.path" in outcome.stdout, outcome.stdout
+    assert f"PYTHONPATH entry '/app/lib' belongs to uid {owner}: not added to sys.path" in outcome.stdout, (
+        outcome.stdout
+    )

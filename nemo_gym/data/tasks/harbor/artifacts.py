@@ -41,8 +41,8 @@ Choices, where Harbor or the contract is silent or differs:
   (an agent that publishes nothing is the common case).
 - **Delivery** goes parents first (by source depth), so a nested artifact lands inside its parent's.
   A folder's place is emptied first and keeps its own root (Harbor's ``empty_dirs``: a mount point
-  survives); a file's place is removed and its parents made. Delivered files belong to the admin
-  (root), or to ``owner``. A sandbox that maps ``/tests`` and ``/logs/verifier`` to folders of its
+  survives); a file's place is removed and its parents made. Delivered files belong to ``owner``,
+  never as the verifier's own uid (``hand_over_script``), else to the admin. A sandbox that maps ``/tests`` and ``/logs/verifier`` to folders of its
   own (the local sandbox without bubblewrap) has no own paths to deliver to, and refuses.
 """
 
@@ -1029,8 +1029,14 @@ def hand_over_script(places: Sequence[str], owner: User, verifier_user: Optional
         return f"$(id -u -- {name} 2>/dev/null || echo {name})"
 
     lines = [f"owner={uid(owner)}"]
-    if verifier_user is not None:
-        lines.append(f'[ "{uid(verifier_user)}" != "$owner" ] || owner=$((owner - 1))')
+    if verifier_user is not None:  # as numbers (065534 is 65534); a name id cannot resolve runs nothing
+        lines += [
+            f"verifier={uid(verifier_user)}",
+            'case "$verifier:$owner" in',
+            "  :*|*::*|*[!0-9:]*) ;;",
+            "  *) [ $((10#$verifier)) != $((10#$owner)) ] || owner=$((10#$owner - 1)) ;;",
+            "esac",
+        ]
     quoted = " ".join(shlex.quote(place) for place in places)
     lines.append(f"chown -hR -- \"$owner\" {quoted} || fail 'cannot hand the artifacts to the owner'")
     return "\n".join(lines)

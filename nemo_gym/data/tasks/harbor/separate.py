@@ -37,6 +37,7 @@ from nemo_gym.data.tasks.harbor.verification import (
     run_collect_hooks,
     run_verification,
     task_key,
+    verifier_user,
 )
 from nemo_gym.data.tasks.harbor.verifier_env import (
     effective_verifier_environment,
@@ -225,7 +226,9 @@ async def _apart(
                 LOGGER.warning("stopping the agent's sandbox failed: %s", error)
         try:
             async with opening as verifier:
-                await deliver_artifacts(verifier, collected, owner=ARTIFACTS_OWNER, verifier_user=plan.user)
+                # the user the verifier will run as there: with no user named, its image's USER (red team 74)
+                who = verifier_user(plan, verifier)
+                await deliver_artifacts(verifier, collected, owner=ARTIFACTS_OWNER, verifier_user=who)
                 ships = await verifier.exec(
                     "test -f /tests/test.sh", cwd="/", user=verifier.admin_user, timeout_s=60, clean_shell=True
                 )

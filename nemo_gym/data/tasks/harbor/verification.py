@@ -348,6 +348,12 @@ def _is_admin(user: Optional[User], sandbox: Sandbox) -> bool:
     return str(user) in names
 
 
+def verifier_user(plan: VerificationPlan, sandbox: Sandbox) -> Optional[User]:
+    """Who the verifier runs as in ``sandbox``: the plan's user (``[verifier].user``, else
+    ``[agent].user``), else the sandbox's default user (its image's ``USER``), else its admin (``None``)."""
+    return plan.user if plan.user is not None else sandbox_option(sandbox, "default_user", None)
+
+
 async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> VerificationOutcome:
     """Runs the collect hooks, stages the plan over /tests, runs test.sh from the sandbox's workdir
     under its timeout, and scores what comes back. Secret values never reach the outcome; any
@@ -370,7 +376,7 @@ async def run_verification(plan: VerificationPlan, sandbox: Sandbox) -> Verifica
             "(the local sandbox needs Linux with bubblewrap for that); run it with --sandbox docker"
         )
     require_started(sandbox)
-    verifier = plan.user if plan.user is not None else sandbox_option(sandbox, "default_user", None)
+    verifier = verifier_user(plan, sandbox)
     if not _is_admin(verifier, sandbox) and str(sandbox.admin_user) not in ("root", "0"):
         raise SandboxError(
             f"this sandbox runs as {sandbox.admin_user} and cannot switch to [verifier].user {verifier!r}"
@@ -913,4 +919,5 @@ __all__ = [
     "run_collect_hooks",
     "run_verification",
     "task_verifier",
+    "verifier_user",
 ]
