@@ -42,8 +42,9 @@ Choices, where Harbor or the contract is silent or differs:
 - **Delivery** goes parents first (by source depth), so a nested artifact lands inside its parent's.
   A folder's place is emptied first and keeps its own root (Harbor's ``empty_dirs``: a mount point
   survives); a file's place is removed and its parents made. Delivered files belong to ``owner``,
-  never as the verifier's own uid (``hand_over_script``), else to the admin. A sandbox that maps ``/tests`` and ``/logs/verifier`` to folders of its
-  own (the local sandbox without bubblewrap) has no own paths to deliver to, and refuses.
+  never as the verifier's own uid (``hand_over_script``), else to the admin. A sandbox that maps
+  ``/tests`` and ``/logs/verifier`` to folders of its own (the local sandbox without bubblewrap) has
+  no own paths to deliver to, and refuses.
 """
 
 from __future__ import annotations

@@ -552,7 +552,8 @@ def verifier_config(table: Optional[Mapping[str, Any]], where: str, name: str) -
 # --- artifacts -----------------------------------------------------------------------------------
 
 
-def _path_parts(path: str) -> List[str]:
+def path_parts(path: str) -> List[str]:
+    """The names in ``path``, leaving out empty ones (repeated slashes) and ``.``."""
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
@@ -564,7 +565,7 @@ def _inside(path: str, folder: str) -> bool:
 def normal_path(path: str) -> str:
     """The absolute ``path`` with ``.``, ``..`` and repeated or trailing slashes resolved as text
     (``//tests/`` and ``/app/../tests`` are ``/tests``)."""
-    return "/" + "/".join(_path_parts(posixpath.normpath(path)))
+    return "/" + "/".join(path_parts(posixpath.normpath(path)))
 
 
 def path_within(path: str, folder: str) -> bool:
@@ -611,7 +612,7 @@ def artifact_destination_refusal(destination: str) -> Optional[str]:
         return f"= {destination[:200]!r} must be a relative path"
     if ".." in destination.split("/"):
         return f"= {destination[:200]!r} must not contain '..'"
-    parts = _path_parts(destination)
+    parts = path_parts(destination)
     if not parts:
         return f"= {destination!r} must name a file or folder"
     if parts == [ARTIFACT_MANIFEST]:
@@ -622,7 +623,7 @@ def artifact_destination_refusal(destination: str) -> Optional[str]:
 def default_destination(source: str) -> str:
     """Where Harbor puts the host copy of ``source`` without a ``destination``: the source's path
     without its root (``models/task/artifacts.py: source_relative_path``)."""
-    return "/".join(_path_parts(source))
+    return "/".join(path_parts(source))
 
 
 def _artifact(item: Any, where: str, key: str) -> Artifact:
@@ -636,7 +637,7 @@ def _artifact(item: Any, where: str, key: str) -> Artifact:
     refusal = artifact_source_refusal(source)
     if refusal is not None:
         raise TaskError(f"{where}: {source_key} {refusal}")
-    source = "/" + "/".join(_path_parts(source))
+    source = "/" + "/".join(path_parts(source))
     destination = table.get("destination")
     if destination is not None and not isinstance(destination, str):
         raise TaskError(f"{where}: {key}.destination must be a relative path, not {destination!r}")
@@ -644,7 +645,7 @@ def _artifact(item: Any, where: str, key: str) -> Artifact:
         refusal = artifact_destination_refusal(destination)
         if refusal is not None:
             raise TaskError(f"{where}: {key}.destination {refusal}")
-        destination = "/".join(_path_parts(destination))
+        destination = "/".join(path_parts(destination))
     service = _service(table, where, key)
     exclude = table.get("exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(pattern, str) for pattern in exclude):

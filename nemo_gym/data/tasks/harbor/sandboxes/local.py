@@ -43,7 +43,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
 )
-from nemo_gym.data.tasks.harbor.task import normal_path, path_within
+from nemo_gym.data.tasks.harbor.task import normal_path, path_parts, path_within
 from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
@@ -188,15 +188,11 @@ def _mount_points(workdir: str, workspace: Path, mounts: Mapping[str, Path]) -> 
             if place == outer or not path_within(place, outer):
                 continue
             target = host
-            for part in _path_parts(posixpath.relpath(normal_path(place), normal_path(outer))):
+            for part in path_parts(posixpath.relpath(normal_path(place), normal_path(outer))):
                 target = target / part
                 if not os.path.lexists(target):
                     points.append(target)
     return sorted(set(points), key=lambda point: -len(point.parts))
-
-
-def _path_parts(path: str) -> List[str]:
-    return [part for part in path.split("/") if part]
 
 
 def _scratch_perms(folder: str) -> Tuple[str, ...]:
@@ -287,7 +283,7 @@ class LocalSandbox:
                 raise SandboxError(f"the mount {host}:{path} needs an existing host folder and an absolute path")
             self._mounts[posixpath.normpath(path)] = Path(host).resolve()
         # Bound outer first: a mount inside another goes on top of it, not under it, whatever the order given.
-        self._mounts = dict(sorted(self._mounts.items(), key=lambda item: len(_path_parts(item[0]))))
+        self._mounts = dict(sorted(self._mounts.items(), key=lambda item: len(path_parts(item[0]))))
         self._root = Path(tempfile.mkdtemp(prefix="nemo-gym-sandbox-"))
         # A sandbox never closed (used without `async with`, or dropped) leaves no folder behind.
         self._remove_root = weakref.finalize(self, _remove_tree, self._root)
