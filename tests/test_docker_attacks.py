@@ -328,6 +328,53 @@ def test_ld_preload_into_the_workspace_never_reaches_grading(docker_client, tmp_
         assert not programs & {"python3", "python", "bash", "timeout"}, programs
 
 
+@pytest.mark.parametrize("variable", ["LD_PRELOAD", "LD_LIBRARY_PATH"])
+def test_the_images_loader_variables_never_reach_roots_housekeeping(docker_client, tmp_path, variable):
+    """Red team 76: an image whose ENV points a loader variable into the workspace (``LD_LIBRARY_PATH=
+    /app/lib`` is a plausible author's line) had root's own shells load the agent's library: the clock
+    read before a bounded collect hook, the reaper, a thaw, an artifact's delivery. The agent's
+    ``libtinfo.so.6`` there swapped ``timeout`` for its own, and a wrong answer scored 1.0. Grading's
+    exec blanked them; every clean shell now does. The hook, the agent's user's, still gets them."""
+    from support import PRELOAD_SOURCE, compile_c, loaded_by, preload_library
+
+    workspace = write(tmp_path / "ws", {})
+    lib = workspace / "lib"
+    if variable == "LD_PRELOAD":
+        preload_library(lib, "/tmp/loaded")
+    else:  # bash's own library found in the agent's folder first: the mark, which needs the real one
+        stub = compile_c(tmp_path / "stub", "libtinfo_real.so.6", "", "-shared", "-Wl,-soname,libtinfo_real.so.6")
+        compile_c(
+            lib, "libtinfo.so.6", PRELOAD_SOURCE, "-shared", "-fPIC", '-DMARK="/tmp/loaded"',
+            "-Wl,-soname,libtinfo.so.6", "-Wl,--no-as-needed", f"-L{stub.parent}", "-l:libtinfo_real.so.6",
+        )  # fmt: skip
+    toml = '[[verifier.collect]]\ncommand = "/bin/true"\nuser = "agent"\n'
+    tests = {"tests/verifier.py": "def verify():\n    return 0.5\n"}
+    task_dir = write(tmp_path / "task", {**tests, "task.toml": toml})
+
+    async def before(sandbox: DockerSandbox) -> None:
+        real = "cp /lib/x86_64-linux-gnu/libtinfo.so.6 /workspace/lib/libtinfo_real.so.6 && " * (variable == "LD_LIBRARY_PATH")
+        made = await sandbox.exec(f"{real}: > /tmp/loaded && chmod 666 /tmp/loaded", user="root", env={variable: ""})
+        assert made.return_code == 0, made
+
+    async def after(sandbox: DockerSandbox) -> str:
+        import io
+        import tarfile
+
+        data = await sandbox.get_archive("/tmp/loaded", limit=1 << 20)  # no exec: nothing loads it
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            member = archive.extractfile(archive.next())  # type: ignore[arg-type]
+            assert member is not None
+            return member.read().decode()
+
+    env = {variable: "/workspace/lib/mark.so" if variable == "LD_PRELOAD" else "/workspace/lib"}
+    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=after)
+    assert (outcome.reward, outcome.masked) == (0.5, False), outcome
+    (tmp_path / "loaded").write_text(loaded)
+    users = {user for _, user in loaded_by(tmp_path / "loaded")}
+    assert "1000" in users, "the hook, the agent's own, keeps the image's environment"
+    assert "0" not in users, loaded
+
+
 def test_the_answers_are_closed_to_the_program_verify_runs(docker_client, tmp_path):
     source = """
         import subprocess

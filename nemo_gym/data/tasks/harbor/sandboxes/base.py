@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
+from typing import Any, Dict, Iterator, Mapping, Optional, Protocol, Set, Union, runtime_checkable
 
 User = Union[str, int]
 
@@ -13,6 +13,7 @@ User = Union[str, int]
 # when SSH_CLIENT is set or its stdin is a socket (Python 3.8's asyncio gives a subprocess one),
 # before the command can set PATH.
 CLEAN_SHELL_OPTIONS = ("--norc", "-p")
+
 # What one exec keeps of each output stream: its tail, enough for any error message, bounded for a
 # flood (a verifier's own output goes to test-stdout.txt, never here).
 MAX_EXEC_OUTPUT_BYTES = 1 << 20
@@ -185,6 +186,19 @@ def warn_killable_keep_alive(image: Optional[str], user: User) -> None:
     )
 
 
+def clean_shell_env(env: Optional[Mapping[str, str]], inherited: Mapping[str, str]) -> Dict[str, str]:
+    """The environment of a clean shell: ``env``, with the variables that act on a program as it
+    starts set empty (``grading.ALWAYS_BLANKED``, and each name ``grading.deferred`` holds back that
+    ``env`` or ``inherited``, the sandbox's own environment, sets). A clean shell is the admin's own
+    (grading, the clock read around a hook, the reaper, a delivery): an image whose ENV points
+    ``LD_LIBRARY_PATH`` into the agent's files had root's bash load the agent's library there (red
+    team 76). Grading hands the verifier its own values back."""
+    from nemo_gym.data.tasks.harbor.grading import ALWAYS_BLANKED, deferred
+
+    names = {*ALWAYS_BLANKED, *(name for source in (env or {}, inherited) for name in source if deferred(name))}
+    return {**(env or {}), **dict.fromkeys(names, "")}
+
+
 def sandbox_option(sandbox: Any, name: str, default: Any) -> Any:
     """An optional attribute of a sandbox (``default_user``, ``private_pids``), else ``default``."""
     return getattr(sandbox, name, default)
@@ -215,6 +229,7 @@ __all__ = [
     "SandboxNotStarted",
     "User",
     "causes",
+    "clean_shell_env",
     "names_root",
     "require_started",
     "sandbox_option",

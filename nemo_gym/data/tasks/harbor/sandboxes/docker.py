@@ -34,6 +34,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     SandboxError,
     User,
     causes,
+    clean_shell_env,
     names_root,
     warn_killable_keep_alive,
 )
@@ -587,6 +588,8 @@ class DockerSandbox:
         user: Optional[User] = None,
         clean_shell: bool = False,
     ) -> ExecResult:
+        if clean_shell:
+            env = clean_shell_env(env, self.environment)
         return await self._exec_argv(_shell(command, clean_shell), cwd=cwd, env=env, timeout_s=timeout_s, user=user)
 
     async def exec_piped(
@@ -608,6 +611,8 @@ class DockerSandbox:
         ``exit_marker``: the command printed it last, and exited 0."""
         api = self._client.api
         argv = _shell(command, clean_shell)
+        if clean_shell:
+            env = clean_shell_env(env, self.environment)
 
         def run() -> PipedResult:
             exec_id = self._exec_create(argv, cwd, env, user, stdin=True)

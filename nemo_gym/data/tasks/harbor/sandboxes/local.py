@@ -42,6 +42,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     PipedResult,
     SandboxError,
     User,
+    clean_shell_env,
 )
 from nemo_gym.data.tasks.harbor.task import normal_path, path_parts, path_within
 from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
@@ -527,6 +528,8 @@ class LocalSandbox:
             self.add_user(user)
         directory = cwd or self.workdir
         environment: Dict[str, str] = {**self.environment, **(env or {})}
+        if clean_shell:
+            environment = clean_shell_env(environment, {})
         if not self.isolated:
             environment["TMPDIR"] = self.tmp_dir
         argv = self._command(command, directory, user, clean_shell, environment)

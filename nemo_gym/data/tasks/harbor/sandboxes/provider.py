@@ -36,7 +36,6 @@ from typing import (
     Tuple,
 )
 
-from nemo_gym.data.tasks.harbor.grading import ALWAYS_BLANKED
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
@@ -44,6 +43,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ExecTimeout,
     SandboxError,
     User,
+    clean_shell_env,
     warn_killable_keep_alive,
 )
 from nemo_gym.data.tasks.harbor.task import TaskError
@@ -167,6 +167,7 @@ class ProviderSandbox:
         wanted = dict(env or {})
         path = wanted.pop("PATH", None) or self.image_path or DEFAULT_PATH
         if clean_shell:
+            wanted = clean_shell_env(wanted, self.environment)
             wanted[VERIFIER_PATH_VARIABLE] = path
             wrapped = f"exec /bin/bash {' '.join(CLEAN_SHELL_OPTIONS)} -c " + shlex.quote(command)
         else:
@@ -270,7 +271,7 @@ async def _attach(
 
     async def probe(user: Optional[User], cwd: Optional[str]) -> List[str]:
         # A clean bash, the system's PATH, no preload: the agent's programs never run.
-        env = {**dict.fromkeys(ALWAYS_BLANKED, ""), "PATH": SAFE_PATH}
+        env = clean_shell_env({"PATH": SAFE_PATH}, environment)
         command = f"exec /bin/bash {' '.join(CLEAN_SHELL_OPTIONS)} -c " + shlex.quote(_PROBE)
         ran = await _provider_exec(provider, handle, command, cwd=cwd, env=env, timeout_s=PROBE_TIMEOUT_SEC, user=user)
         lines = ran.stdout.split("\n")
