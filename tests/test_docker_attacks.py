@@ -352,7 +352,9 @@ def test_the_images_loader_variables_never_reach_roots_housekeeping(docker_clien
     task_dir = write(tmp_path / "task", {**tests, "task.toml": toml})
 
     async def before(sandbox: DockerSandbox) -> None:
-        real = "cp /lib/x86_64-linux-gnu/libtinfo.so.6 /workspace/lib/libtinfo_real.so.6 && " * (variable == "LD_LIBRARY_PATH")
+        real = "cp /lib/x86_64-linux-gnu/libtinfo.so.6 /workspace/lib/libtinfo_real.so.6 && " * (
+            variable == "LD_LIBRARY_PATH"
+        )
         made = await sandbox.exec(f"{real}: > /tmp/loaded && chmod 666 /tmp/loaded", user="root", env={variable: ""})
         assert made.return_code == 0, made
 

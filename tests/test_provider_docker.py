@@ -215,6 +215,27 @@ def test_the_answer_file_example_scores_through_the_provider(provider, python312
     assert left() == set()
 
 
+def test_the_images_loader_variables_reach_the_verifier_and_no_root_shell(provider, docker_client, python312, tmp_path):
+    """Red team 76: a provider tells nothing of the image's ENV, so the probe reads the variables that
+    act on a program as it starts from the sandbox's first process: root's shells get them empty, and
+    the verifier gets the image's values, as under Docker and stock Harbor (it had none: a verifier
+    whose programs need the image's LD_LIBRARY_PATH failed under a provider alone)."""
+    from images import _built
+
+    image, volumes = python312
+    dockerfile = f"FROM {image}\nENV LD_LIBRARY_PATH=/opt/image-lib TZDIR=/opt/zones\n"
+    image = _built(docker_client, "nemo-gym-test/python3-loader-env:1", dockerfile)
+    verifier = (
+        "import os\n\ndef verify():\n"
+        "    print('seen', os.environ.get('LD_LIBRARY_PATH'), os.environ.get('TZDIR'))\n"
+        "    return float((os.environ.get('LD_LIBRARY_PATH'), os.environ.get('TZDIR')) == ('/opt/image-lib', '/opt/zones'))\n"
+    )
+    task = write_files(tmp_path / "task", {"tests/verifier.py": verifier})
+    outcome, sandbox = _shared(provider, _spec(image, volumes), task, write_files(tmp_path / "ws", {}))
+    assert _key(outcome) == (1.0, False, None, None), outcome.stdout
+    assert {"LD_LIBRARY_PATH": "/opt/image-lib", "TZDIR": "/opt/zones"}.items() <= sandbox.environment.items()
+
+
 WHO = {
     "test.sh": (
         'reward=0\necho "graded by $(id -un)"\n'

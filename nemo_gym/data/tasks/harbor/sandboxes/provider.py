@@ -36,6 +36,7 @@ from typing import (
     Tuple,
 )
 
+from nemo_gym.data.tasks.harbor.grading import DEFERRED_NAMES, deferred
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CLEAN_SHELL_OPTIONS,
     MAX_EXEC_OUTPUT_BYTES,
@@ -66,9 +67,13 @@ SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # the task's to search (test.sh checks the interpreter it finds there), never root's.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The probe, as the admin: its uid, a new private folder (mktemp -d: 0700, a name nobody saw), and
-# the sandbox's first process's uid, user name, working directory and PATH, one a line. Bash
-# builtins and coreutils only (mktemp, readlink).
+# the sandbox's first process's uid, user name, working directory and PATH, one a line; then that
+# process's variables that grading holds back (grading.deferred), NAME=value a line (NAME alone for
+# a value with a newline in it): a provider tells nothing of the image's ENV, whose LD_LIBRARY_PATH
+# root's shells must not see and the verifier must (red team 76). Bash builtins and coreutils only
+# (mktemp, readlink).
 _PROBE_LINES = ("uid", "folder", "first_uid", "first_name", "first_cwd", "first_path", "cwd")
+_DEFERRED_PATTERN = "|".join(["LD_*=*", *(f"{name}=*" for name in sorted(DEFERRED_NAMES))])
 _PROBE = r"""
 id -u || exit 1
 mktemp -d /tmp/nemo-gym-XXXXXXXXXXXXXXXX || exit 1
@@ -83,12 +88,18 @@ if [ -n "$first_uid" ]; then
 fi
 printf '%s\n' "$name"
 printf '%s\n' "$(readlink /proc/1/cwd 2>/dev/null)"
-path=""
+path="" found="" deferred=()
 while IFS= read -r -d '' entry; do
-  case $entry in PATH=*) path=${entry#PATH=} && break ;; esac
+  case $entry in
+    PATH=*) [ -n "$found" ] || { path=${entry#PATH=} found=1; } ;;
+    @DEFERRED@) deferred+=("$entry") ;;
+  esac
 done 2>/dev/null < /proc/1/environ
 printf '%s\n' "$path" "$PWD"
-"""
+for entry in "${deferred[@]}"; do
+  case $entry in *$'\n'*) printf '%s\n' "${entry%%=*}" ;; *) printf '%s\n' "$entry" ;; esac
+done
+""".replace("@DEFERRED@", _DEFERRED_PATTERN)
 # grading.sh's variable for the verifier's own PATH, when the exec's PATH is the system's.
 VERIFIER_PATH_VARIABLE = "NEMO_GYM_VERIFIER_PATH"
 
@@ -234,6 +245,17 @@ async def _provider_exec(
     return ExecResult(stdout, stderr, code)
 
 
+def _deferred_variables(lines: Sequence[str]) -> Dict[str, str]:
+    """The probe's lines of the first process's held-back variables, as a mapping (a name alone is
+    set empty: its value held a newline)."""
+    found: Dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition("=")
+        if deferred(name):
+            found.setdefault(name, value)
+    return found
+
+
 async def attach(
     provider: Any,
     handle: Any,
@@ -309,6 +331,7 @@ async def _attach(
         else:
             admin_user = "root"
     uid, folder, first_uid, first_name, first_cwd, first_path, cwd = answer[: len(_PROBE_LINES)]
+    environment = {**_deferred_variables(answer[len(_PROBE_LINES) :]), **environment}
     if not folder.startswith("/tmp/nemo-gym-"):
         raise SandboxError(f"the sandbox's upload folder could not be made: {folder!r}")
     default_user: Optional[User] = None
