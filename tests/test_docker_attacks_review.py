@@ -389,6 +389,115 @@ def test_a_descriptor_the_verifiers_user_opened_on_an_input_reaches_nothing_kept
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
 
 
+# Red team 77: the agent's program, run by a task's own test.sh as [verifier].user, whose grading then
+# ended as that user: it kept a planted input (its folder closed to that user's finish), masked its 0 (an
+# out folder that user's finish could not remove), or left a daemon that killed the grading shell and
+# planted the next step's input the moment /logs/verifier was handed over.
+OWN_STEP_PROGRAMS = {
+    "an input kept behind a closed folder": r"""
+import os
+logs = os.environ.get("VERIFIER_LOGS_DIR", "/logs/verifier")
+with open(os.path.join(logs, "actions.jsonl"), "w") as record:
+    record.write('{"tool": "deploy"}\n')
+os.chmod(logs, 0o500)
+print(41)
+""",
+    "an out folder its user cannot remove": r"""
+import glob, os
+for out in glob.glob("/tests/.gym-out-*"):
+    open(os.path.join(out, "pin"), "w").close()
+    os.chmod(out, 0o500)
+print(41)
+""",
+    "a daemon that kills the grading shell": r"""
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        me, uid = os.getpid(), os.getuid()
+        for pid in os.listdir("/proc"):  # every other process of this user: timeout, test.sh, grading's shell
+            try:
+                if pid.isdigit() and int(pid) != me and os.stat("/proc/" + pid).st_uid == uid:
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        logs, end = "/logs/verifier", time.monotonic() + 120
+        while time.monotonic() < end:  # the next grading hands the folder over: plant its input
+            try:
+                if os.stat(logs).st_uid == uid:
+                    with open(os.path.join(logs, "actions.jsonl"), "w") as record:
+                        record.write('{"tool": "deploy"}\n')
+            except OSError:
+                pass
+            time.sleep(0.002)
+    os._exit(0)
+time.sleep(5)
+print(41)
+""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(OWN_STEP_PROGRAMS))
+def test_a_task_s_own_test_sh_run_as_its_user_leaves_nothing_for_the_next_step(docker_client, tmp_path, how):
+    """Red team 77: grading of a task's own test.sh run as ``[verifier].user`` ended as that user, whose
+    programs (the agent's, run by test.sh) could defeat it. The admin now takes the folders back after
+    it, kills what its run started, and removes what it made of the inputs: the step scores its 0, and
+    the next step's record is the sidecar's alone."""
+    files = {"t/steps/build/tests/verifier.py": None, **OWN_BUILD}
+    build, deploy = _two_steps(docker_client, tmp_path, files, OWN_STEP_PROGRAMS[how])
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
+async def _agent_owns_the_input(sandbox: Any, how: str) -> None:
+    """Before the first grading, in an image that left /logs/verifier open to all (Harbor's 777): the
+    agent makes the sidecar's input its own file, and keeps a way to write it (a hard link elsewhere,
+    or a descriptor in a process it leaves running)."""
+    opened = await sandbox.exec("mkdir -p /logs/verifier && chmod 777 /logs/verifier", user="root")
+    assert opened.return_code == 0, opened
+    if how == "a hard link":
+        plant = ": > /logs/verifier/actions.jsonl && ln /logs/verifier/actions.jsonl /tmp/keep"
+    else:
+        keeper = "exec 9>>/logs/verifier/actions.jsonl; while [ ! -e /tmp/go ]; do sleep 0.05; done; "
+        keeper += 'echo \'{"tool": "deploy"}\' >&9; : > /tmp/written'
+        plant = f"nohup bash -c {shlex.quote(keeper)} >/dev/null 2>&1 & sleep 0.5"
+    planted = await sandbox.exec(plant, user="agent")
+    assert planted.return_code == 0, planted
+
+
+async def _agent_writes_its_input(sandbox: Any, how: str) -> None:
+    if how == "a hard link":
+        write = 'echo \'{"tool": "deploy"}\' > /tmp/keep'
+    else:
+        write = ": > /tmp/go; for i in $(seq 100); do [ -e /tmp/written ] && break; sleep 0.05; done"
+    await sandbox.exec(write, user="agent")
+
+
+@pytest.mark.parametrize("verifier", ["grader", "root"])
+@pytest.mark.parametrize("how", ["a hard link", "a descriptor"])
+def test_an_input_the_agent_owned_before_the_first_grading_is_never_its_to_write(
+    docker_client, tmp_path, how, verifier
+):
+    """Red team 77: where /logs/verifier was open to all before the first grading, the agent made the
+    declared input its own file and kept a second name for it (or a descriptor): prepare kept it as it
+    was, and between the steps the agent wrote the record the next step's verify read (1.0 for a wrong
+    answer, whoever the verifier). An input of an agent's user is made afresh as root's, as one of the
+    verifier's user is, and so is one with another name."""
+    files: Dict[str, Optional[str]] = {}
+    if verifier == "root":
+        files["t/task.toml"] = '[agent]\nuser = "agent"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    build, deploy = _two_steps(
+        docker_client,
+        tmp_path,
+        files,
+        "print(41)\n",
+        before=lambda sandbox: _agent_owns_the_input(sandbox, how),
+        between=lambda sandbox: _agent_writes_its_input(sandbox, how),
+    )
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
 @pytest.mark.parametrize("user", ["grader", "1001", "grader:grader", "1001:1001", "grader:answers"])
 def test_the_verifiers_groups_are_those_docker_exec_gives_the_same_user(docker_client, tmp_path, user):
     """Red team 70: the runner switched to ``name:group`` with the user's supplementary groups too,

@@ -108,9 +108,11 @@ quick_copy() {
   fi
 }
 
-# Where prepare records the declared inputs it kept, for finish (in the same exec or a later one): in
-# the logs folder's parent, which only the admin may write (prepare makes it so).
+# Where prepare records the declared inputs it kept, for finish (in the same exec or a later one), and
+# when it started, for reclaim: in the logs folder's parent, which only the admin may write (prepare
+# makes it so).
 INPUTS_SEEN=${LOGS%/*}/.gym-inputs-$STAGE
+STARTED_SEEN=${LOGS%/*}/.gym-started-$STAGE
 
 # One line per declared input that is a regular file in $LOGS (not a link), in stat's format $1.
 stat_inputs() {
@@ -181,34 +183,44 @@ prepare() {
   fi
   # The verifier's user is to hold $LOGS: no kept input is its to write, and finish sees what its run
   # made of them (the record readable by all: a task's own test.sh's finish runs as that user).
-  stale=("${LOGS%/*}"/.gym-inputs-*)  # a grading that never finished left its record
+  stale=("${LOGS%/*}"/.gym-inputs-* "${LOGS%/*}"/.gym-started-*)  # a grading that never finished left its record
   [ "${#stale[@]}" = 0 ] || rm -f -- "${stale[@]}"
+  if [ "$HANDOVER" = own ]; then  # reclaim, as the admin after the run as that user, kills what started since
+    printf '%s\n' "$started" > "$STARTED_SEEN" || fail 92 "cannot record when grading started"
+  fi
+  [ "${#INPUTS[@]}" != 0 ] && secure_inputs
   if [ -n "$HANDOVER" ] && [ "${#INPUTS[@]}" != 0 ]; then
-    secure_inputs
     (umask 022 && input_states > "$INPUTS_SEEN") || fail 92 "cannot record the inputs kept in $LOGS"
   fi
   handover
 }
 
-# A kept input the verifier's user could write (its own, or open to a group or to all) made afresh, as
-# root: a new inode, so a descriptor its run opened on the old one (and passed to a process the agent
-# left running, which wrote through it after finish looked: red team 71) reaches nothing kept; no longer
-# writable by a group or others, and root's, readable by all, if it was that user's (inside $LOGS, which
-# only root and the verifier's user may enter). A sidecar that writes as the verifier's user, or leaves
-# its records open to all, cannot be told from the agent's program.
+# A kept input made afresh, as root, where someone other than its writer could write it: one of the
+# verifier's user's (who holds $LOGS during the run) or of an agent's user's (who could make it before the
+# first grading, in a folder an image left open to all: red team 77), one with another name (a hard link
+# the agent kept), or one open to a group or to all. A new inode, so a descriptor opened on the old one (and
+# passed to a process the agent left running, which wrote through it after finish looked: red team 71)
+# reaches nothing kept; no longer writable by a group or others; root's, readable by all, if it was one of
+# those users' (inside $LOGS, which only root and the verifier's user may enter). A sidecar that writes as
+# one of them, or leaves its records open to all, cannot be told from the agent's program.
 secure_inputs() {
-  local states line lines=() owner group mode name rest uid fresh=$LOGS/.gym-input-$STAGE
-  states=$(stat_inputs '%u:%g:%a:%n')
+  local states line lines=() owner group mode links name rest users=" " user theirs fresh=$LOGS/.gym-input-$STAGE
+  states=$(stat_inputs '%u:%g:%a:%h:%n')
   [ -n "$states" ] || return 0
-  uid=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || uid=${RUN_AS%%:*}
+  for user in ${HANDOVER:+"$RUN_AS"} "${AGENTS[@]}"; do
+    users="$users$(id -u -- "${user%%:*}" 2>/dev/null || echo "${user%%:*}") "
+  done
   split_lines lines "$states"
   for line in "${lines[@]}"; do
     owner=${line%%:*} rest=${line#*:}
     group=${rest%%:*} rest=${rest#*:}
-    mode=${rest%%:*} name=${rest#*:}
-    [ "$owner" = "$uid" ] || (( (8#$mode & 8#022) != 0 )) || continue
+    mode=${rest%%:*} rest=${rest#*:}
+    links=${rest%%:*} name=${rest#*:}
+    theirs=0
+    case "$users" in *" $owner "*) theirs=1 ;; esac
+    [ "$theirs" = 1 ] || [ "$links" != 1 ] || (( (8#$mode & 8#022) != 0 )) || continue
     mode=$((8#$mode & 8#755))
-    [ "$owner" = "$uid" ] && owner=0 group=0 mode=$((mode | 8#444))
+    [ "$theirs" = 1 ] && owner=0 group=0 mode=$((mode | 8#444))
     cp -- "$LOGS/$name" "$fresh" && chown -- "$owner:$group" "$fresh" \
       && chmod -- "$(printf '%o' "$mode")" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
       || fail 92 "cannot make the input $name afresh"
@@ -453,8 +465,10 @@ finish() {
     # A task's own test.sh's user owned /tests, and the out folder in it, where finish now writes as the
     # admin: a link planted there would aim those writes. Both the admin's again, the out folder afresh
     # (nothing in it is needed any more: the runner's files are a Python verifier's).
-    "${make_folder[@]}" -m 0700 -- "$TESTS" && rm -rf -- "$OUT" && mkdir -m 0700 -- "$OUT" \
-      || fail 92 "cannot take $OUT back"
+    # As that user, a folder its programs closed inside is opened first (red team 77: it masked the 0).
+    "${make_folder[@]}" -m 0700 -- "$TESTS" \
+      && { rm -rf -- "$OUT" 2>/dev/null || { chmod -R u+rwX -- "$OUT" && rm -rf -- "$OUT"; }; } \
+      && mkdir -m 0700 -- "$OUT" || fail 92 "cannot take $OUT back"
   fi
   # The runner's key holder made finish's files in the out folder beforehand, with disk set aside
   # (_gym_channel.reserve): they are written into, and the reward files' are removed when unused. For a
@@ -511,6 +525,23 @@ finish() {
     write_results
     tar -cf "$OUT_TAR" -C "$OUT" . || fail 92 "cannot pack the results"
   fi
+}
+
+# After a task's own test.sh ran as its user (HANDOVER=own), in an exec of that user's that its programs
+# could stop or undo (red team 77): as the admin, kill what started since prepare, take both folders
+# back, and remove what the run made of the kept inputs and whatever else it left in $TESTS.
+reclaim() {
+  local entry doomed=() TMOUT=
+  [ -f "$STARTED_SEEN" ] && IFS= read -r started < "$STARTED_SEEN"
+  [ "$KILL_STRAYS" = 1 ] && kill_strays
+  "${make_folder[@]}" -m 0700 -- "$TESTS" "$LOGS" || fail 92 "cannot take $TESTS and $LOGS back"
+  [ "${#INPUTS[@]}" != 0 ] && changed_inputs
+  for entry in "$TESTS"/*; do
+    [ "$KEEP_TESTS" = 1 ] && [ "$entry" != "$OUT" ] || doomed+=("$entry")
+  done
+  doomed+=("$STARTED_SEEN")
+  [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
+  thaw
 }
 
 # Into "doomed", the declared inputs in $LOGS that the verifier's user's run made, replaced or changed

@@ -100,6 +100,7 @@ class GradingSteps:
     max_output_depth: int = MAX_OUTPUT_DEPTH
     max_output_scan: int = MAX_OUTPUT_SCAN
     inputs: Tuple[str, ...] = ()
+    agents: Tuple[str, ...] = ()  # the agent's users, whose kept inputs are made root's (secure_inputs)
     handover: str = ""
     run_as: str = ""
     kill_strays: bool = True
@@ -144,6 +145,7 @@ def grading_command(steps: GradingSteps) -> str:
     lines = [f"{name}={shlex.quote(value)}" for name, value in values.items()]
     lines.append("INPUTS=(" + " ".join(shlex.quote(name) for name in steps.inputs) + ")")
     lines.append("BLANKED=(" + " ".join(shlex.quote(name) for name in steps.blanked) + ")")
+    lines.append("AGENTS=(" + " ".join(shlex.quote(name) for name in steps.agents) + ")")
     return "\n".join(lines) + "\n" + _script()
 
 

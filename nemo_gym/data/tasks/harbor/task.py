@@ -190,6 +190,11 @@ class Task:
         user = own if own is not None else self.verifier.user
         return "root" if user is None and self.agent_user_of(step) is not None else user
 
+    def agent_users(self) -> Tuple[User, ...]:
+        """Every user an agent of this task runs as that it names (``[agent].user``, each step's), once."""
+        named = (self.agent_user, *(step.agent_user for step in self.steps))
+        return tuple(dict.fromkeys(user for user in named if user is not None))
+
     def workdir_owner(self) -> Optional[User]:
         """Whom the working directory is given to, once, as a published Dockerfile gives it:
         ``[agent].user``, else the first step's ``[steps.agent].user`` (a later step's other agent

@@ -50,7 +50,13 @@ from nemo_gym.data.tasks.harbor.grading import (
 )
 from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
-from nemo_gym.data.tasks.harbor.rewards import TIMEOUT_DETAIL, UNREADABLE, VERIFIER_TIMEOUT, reward_from_files
+from nemo_gym.data.tasks.harbor.rewards import (
+    MISSING_REWARD,
+    TIMEOUT_DETAIL,
+    UNREADABLE,
+    VERIFIER_TIMEOUT,
+    reward_from_files,
+)
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     ExecTimeout,
@@ -208,6 +214,9 @@ class VerificationPlan:
     env: Dict[str, str] = field(repr=False)  # values filled from secrets: never in a log line
     user: Optional[User] = None
     inputs: Tuple[str, ...] = ()
+    # The agent's users the task names (``[agent].user``, each step's): a kept input one of them owns is
+    # never theirs to write again (``_grading.sh``'s secure_inputs).
+    agent_users: Tuple[User, ...] = ()
     collect: Tuple[CollectHook, ...] = ()
     secrets: Tuple[str, ...] = field(default=(), repr=False)
     # "shared" (in the agent's sandbox) or "separate" (a sandbox of its own: ``separate``'s run).
@@ -313,6 +322,7 @@ def plan_verification(
         env=env,
         user=user,
         inputs=task.inputs,
+        agent_users=task.agent_users(),
         collect=hooks,
         secrets=used_secrets,
         mode=mode,
@@ -603,6 +613,7 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
         max_reward_bytes=MAX_REWARD_BYTES,
         max_report_chars=MAX_REPORT_CHARS,
         inputs=plan.inputs,
+        agents=_agent_users(plan, sandbox) if plan.inputs else (),
         handover=handover,
         run_as="" if not handover else str(verifier),
         kill_strays=bool(sandbox_option(sandbox, "private_pids", False)),
@@ -619,15 +630,27 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     image = image if isinstance(image, str) else None
     grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id, IMAGE_TAGS.get(image))
     try:
-        collected = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
-        if collected is None:  # no pipes, or no tar in the image for them
-            collected = await grading.staged()
+        try:
+            collected = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
+            if collected is None:  # no pipes, or no tar in the image for them
+                collected = await grading.staged()
+        finally:
+            if grading.handed_over:  # whatever came of it (a failure here is a lost sandbox: a mask)
+                await grading.reclaim()
     except _Stopped as stopped:
         return stopped.outcome
     except Exception as error:  # damaged, lost or oversized results: never scored
         return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
     IMAGE_TAGS.learn(image, collected.files.get(CACHE_TAG))
     return _outcome(plan, collected, key)
+
+
+def _agent_users(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[str, ...]:
+    """The agent's users: those the task names, else the sandbox's default user (its image's
+    ``USER``, whom an agent the task names no user for runs as), else none known (root)."""
+    default = sandbox_option(sandbox, "default_user", None)
+    users = plan.agent_users or ((default,) if default is not None else ())
+    return tuple(str(user) for user in users)
 
 
 class _Stopped(Exception):
@@ -638,7 +661,7 @@ class _Stopped(Exception):
         self.outcome = outcome
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Grading:
     """The exec or two of one run, with the staged files and results carried one of three ways:
     on the exec's stdin and stdout (``piped``), else through archive calls or an uploaded and a
@@ -654,6 +677,7 @@ class _Grading:
     private: Dict[str, bytes]
     run_id: str
     cache_tag: Optional[str] = None  # the sandbox's interpreter, when a run on its image said
+    handed_over: bool = False  # an exec ran as the verifier's user: reclaim must follow
 
     @property
     def run_limit(self) -> float:
@@ -698,7 +722,7 @@ class _Grading:
             return None
         ran = first
         if first.return_code == 0 and not self.by_admin:
-            ran = await self._exec(
+            ran = await self._as_verifier(
                 lambda: sandbox.exec_piped(
                     grading_command(replace(steps, steps=("run", "finish"))),
                     b"",
@@ -746,7 +770,7 @@ class _Grading:
                 )
             )
             if ran.return_code == 0 and not self.by_admin:
-                ran = await self._exec(
+                ran = await self._as_verifier(
                     lambda: sandbox.exec(
                         grading_command(replace(steps, steps=("run", "finish"), archive="")),
                         cwd="/",
@@ -764,6 +788,42 @@ class _Grading:
             if local_results.stat().st_size > MAX_RESULTS_BYTES:
                 raise CollectError(f"the results are larger than {MAX_RESULTS_BYTES} bytes")
             return read_collected(local_results.read_bytes())
+
+    async def _as_verifier(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """The exec of a task's own test.sh run as its user, with run and finish in it (Harbor's way:
+        the folders are that user's). Its programs, the agent's in a coding step, share that user and
+        can kill its shell: that reads as a run that wrote no reward, once ``reclaim`` (which must
+        follow) has found the sandbox whole."""
+        self.handed_over = True
+        ran = await self._exec(call)
+        if ran.return_code >= 128:  # a signal: a sandbox that is lost fails reclaim, a mask then
+            raise _Stopped(
+                VerificationOutcome(
+                    reward=0.0,
+                    failure_kind=MISSING_REWARD,
+                    detail=f"grading as {self.verifier} was killed before it read the reward files (exit "
+                    f"{ran.return_code}): test.sh runs its programs as that user, who can stop it",
+                )
+            )
+        return ran
+
+    async def reclaim(self) -> None:
+        """After the exec as the verifier's user (``_as_verifier``), whose programs could stop its
+        finish or undo it, the admin kills what the run started, takes the folders back and removes
+        what the run made of the kept inputs (red team 77: a daemon it left planted the next step's
+        input; a folder it closed kept one; an out folder it pinned masked its 0)."""
+        steps = replace(self.steps, steps=("reclaim",), piped=False, archive="", out_tar="")
+        ran = await self._exec(
+            lambda: self.sandbox.exec(
+                grading_command(steps),
+                cwd="/",
+                env=self.env,
+                user=self.sandbox.admin_user,
+                timeout_s=HOUSEKEEPING_TIMEOUT_SEC,
+                clean_shell=True,
+            )
+        )
+        _check_exit(ran.return_code, ran.stdout + ran.stderr)
 
     async def _exec(self, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
