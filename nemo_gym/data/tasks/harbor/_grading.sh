@@ -52,7 +52,8 @@ needed=(rm mkdir chown chmod mv head tail sha256sum stat install)
 # Without tar the files cannot travel through this exec: the host sends them another way (94).
 [ "$PIPED" = 1 ] && ! command -v tar >/dev/null 2>&1 && fail 94 "the image has no tar"
 [ -n "$ARCHIVE$OUT_TAR" ] && needed+=(tar)
-[ -n "$HANDOVER" ] && needed+=(id)
+[ "${#INPUTS[@]}" != 0 ] && needed+=(cp)  # secure_inputs
+[ -n "$HANDOVER" ] || { [ "${#INPUTS[@]}" != 0 ] && [ "${#AGENTS[@]}" != 0 ]; } && needed+=(id)
 # Where PATH has program $1, found with builtins (a subshell costs a fork), into REPLY. Never through
 # BASH_CMDS or BASH: bash takes those from its environment (BASH from BASH_ARGV0) as plain variables,
 # and their values would run as root.
