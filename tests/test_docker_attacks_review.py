@@ -409,6 +409,19 @@ for out in glob.glob("/tests/.gym-out-*"):
     os.chmod(out, 0o500)
 print(41)
 """,
+    "junk in the grading shell's results pipe": r"""
+import os
+pid = os.getppid()
+while pid > 1:  # each ancestor of this user's: the grading shell's fd 6 carries the results
+    try:
+        fd = os.open("/proc/%d/fd/6" % pid, os.O_WRONLY)
+        os.write(fd, b"junk" * 1000)
+        os.close(fd)
+    except OSError:
+        pass
+    pid = int(open("/proc/%d/stat" % pid).read().rsplit(") ", 1)[1].split()[1])
+print(41)
+""",
     "a daemon that kills the grading shell": r"""
 import os, signal, time
 if os.fork() == 0:
@@ -447,6 +460,124 @@ def test_a_task_s_own_test_sh_run_as_its_user_leaves_nothing_for_the_next_step(d
     build, deploy = _two_steps(docker_client, tmp_path, files, OWN_STEP_PROGRAMS[how])
     assert (build.reward, build.masked) == (0.0, False), build
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
+# Red team 78: the agent's process, left running before grading, pins a folder of its own in the out
+# folder the step's program opened to it: finish, as the verifier's user, cannot remove it.
+PINNER = r"""
+import glob, os, time
+end = time.time() + 60
+while time.time() < end:
+    for out in glob.glob("/tests/.gym-out-*"):
+        try:
+            os.mkdir(out + "/pin", 0o700)
+            open(out + "/pin/x", "w").close()
+            os.chmod(out + "/pin", 0o500)
+            open("/tmp/pinned", "w").close()
+            raise SystemExit
+        except OSError:
+            pass
+    time.sleep(0.01)
+"""
+OPENER = r"""
+import glob, os, time
+os.chmod("/tests", 0o755)
+for out in glob.glob("/tests/.gym-out-*"):
+    os.chmod(out, 0o777)
+for _ in range(500):
+    if os.path.exists("/tmp/pinned"):
+        break
+    time.sleep(0.01)
+print(41)
+"""
+
+
+def test_a_folder_the_agents_process_pinned_in_the_out_folder_scores_the_step_0(docker_client, tmp_path):
+    """Red team 78: whatever makes the exec of that user's fail (here a folder another user pinned in
+    the out folder, which finish as that user cannot remove; or junk in its results pipe, above) is the
+    run's own doing, which can also trace that shell: the step scores 0 once reclaim found the sandbox
+    whole (a full disk, as reclaim sees it, masks)."""
+
+    async def pinner(sandbox: Any) -> None:
+        await sandbox.exec(f"cat > /tmp/pinner.py <<'EOF'\n{PINNER}\nEOF", user="agent")
+        await sandbox.exec("nohup setsid python3 /tmp/pinner.py >/dev/null 2>&1 </dev/null &", user="agent")
+
+    files = {"t/steps/build/tests/verifier.py": None, **OWN_BUILD}
+    build, deploy = _two_steps(docker_client, tmp_path, files, OPENER, before=pinner)
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
+async def _agent_writes_the_input_first(sandbox: Any) -> None:
+    """In an image that left /logs/verifier open to all, before the first grading: the agent writes the
+    sidecar's record itself."""
+    opened = await sandbox.exec("mkdir -p /logs/verifier && chmod 777 /logs/verifier", user="root")
+    assert opened.return_code == 0, opened
+    planted = await sandbox.exec('echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl', user="agent")
+    assert planted.return_code == 0, planted
+
+
+async def _sidecar_records_status(sandbox: Any) -> None:
+    record = 'echo \'{"tool": "status"}\' >> /logs/verifier/actions.jsonl'
+    ran = await sandbox.exec(record, user="root")
+    assert ran.return_code == 0, ran
+
+
+@pytest.mark.parametrize("verifier", ["grader", "root"])
+def test_an_input_the_agent_wrote_before_the_first_grading_is_not_the_sidecars(docker_client, tmp_path, verifier):
+    """Red team 78: made afresh as root's, the agent's own input kept what the agent wrote in it, and the
+    sidecar's honest record went on after it (1.0 for a wrong answer). An input of an agent's user is
+    removed: it was never the sidecar's."""
+    files: Dict[str, Optional[str]] = {}
+    if verifier == "root":
+        files["t/task.toml"] = '[agent]\nuser = "agent"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    build, deploy = _two_steps(
+        docker_client,
+        tmp_path,
+        files,
+        "print(41)\n",
+        before=_agent_writes_the_input_first,
+        between=_sidecar_records_status,
+    )
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
+async def _sidecar_of_its_own_user_holds_the_record(sandbox: Any) -> None:
+    """A sidecar of its own user (uid 2000): its record made before the first grading, 0644, and a
+    descriptor on it that it writes the deploy call through later."""
+    made = await sandbox.exec(
+        'mkdir -p /logs/verifier && echo \'{"tool": "start"}\' > /logs/verifier/actions.jsonl '
+        "&& chown 2000:2000 /logs/verifier/actions.jsonl",
+        user="root",
+    )
+    assert made.return_code == 0, made
+    keeper = "exec 9>>/logs/verifier/actions.jsonl; while [ ! -e /tmp/go ]; do sleep 0.05; done; "
+    keeper += 'echo \'{"tool": "deploy"}\' >&9; : > /tmp/written'
+    started = await sandbox.exec(f"nohup bash -c {shlex.quote(keeper)} >/dev/null 2>&1 & sleep 0.5", user="2000")
+    assert started.return_code == 0, started
+
+
+async def _sidecar_writes_through_its_descriptor(sandbox: Any) -> None:
+    await sandbox.exec(
+        ": > /tmp/go; for i in $(seq 100); do [ -e /tmp/written ] && break; sleep 0.05; done", user="root"
+    )
+
+
+def test_a_sidecar_of_its_own_user_keeps_writing_its_record_across_steps(docker_client, tmp_path):
+    """The control of red teams 77 and 78: an input of a user that is neither an agent's nor the
+    verifier's, closed to others, is kept as it is (the same inode), so the sidecar's descriptor on
+    it still reaches the record the next step reads."""
+    build, deploy = _two_steps(
+        docker_client,
+        tmp_path,
+        {},
+        "print(41)\n",
+        before=_sidecar_of_its_own_user_holds_the_record,
+        between=_sidecar_writes_through_its_descriptor,
+    )
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (1.0, None, False), deploy
 
 
 async def _agent_owns_the_input(sandbox: Any, how: str) -> None:

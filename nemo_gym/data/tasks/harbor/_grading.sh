@@ -127,7 +127,7 @@ stat_inputs() {
 input_states() { stat_inputs '%n/%u:%d:%i:%h:%z'; }
 
 prepare() {
-  local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh stale
+  local parent=${LOGS%/*} entry name input keep doomed=() inputs fresh stale logs_open
   # Nobody but the admin may rename the logs folder's parent's entries, or the folder itself could
   # be swapped for a symlink between the checks below and their use. A link there (install follows it,
   # into a folder the agent may rename in) or a file is the agent's: gone first (red team 55).
@@ -145,6 +145,12 @@ prepare() {
   keep=0
   for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && keep=1; done
   [ "$keep" = 1 ] || fresh+=("$LOGS")
+  # Whether anyone but root could write in $LOGS before this grading (an image's 777, or a folder of
+  # another user's): what was open to all there may have been written by the agent (secure_inputs).
+  logs_open=0
+  if [ "$keep" = 1 ]; then
+    case $(LC_ALL=C stat -c '%u:%a' -- "$LOGS" 2>/dev/null) in 0:*[2367]? | 0:*[2367]) logs_open=1 ;; 0:*) ;; *) logs_open=1 ;; esac
+  fi
   for entry in "${fresh[@]}"; do [ -e "$entry" ] || [ -L "$entry" ] && doomed+=("$entry"); done
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
   doomed=()
@@ -196,32 +202,37 @@ prepare() {
   handover
 }
 
-# A kept input made afresh, as root, where someone other than its writer could write it: one of the
-# verifier's user's (who holds $LOGS during the run) or of an agent's user's (who could make it before the
-# first grading, in a folder an image left open to all: red team 77), one with another name (a hard link
-# the agent kept), or one open to a group or to all. A new inode, so a descriptor opened on the old one (and
+# Each kept input, before a grading, where someone other than its writer could write it. One an agent's
+# user owns (`[agent].user`, each step's, else the image's USER) was never the sidecar's: the agent made it
+# before the first grading, in a folder an image left open to all, and wrote it when it liked, through a hard
+# link or a descriptor it kept (red teams 77, 78): removed, as is one open to a group or to all in a
+# folder that was open too ($logs_open, from prepare). The rest are made afresh, as root, where anyone but
+# its owner could write them: one of the verifier's user's (who holds $LOGS during the run), one with another
+# name (a hard link), one open to a group or to all. A new inode, so a descriptor opened on the old one (and
 # passed to a process the agent left running, which wrote through it after finish looked: red team 71)
-# reaches nothing kept; no longer writable by a group or others; root's, readable by all, if it was one of
-# those users' (inside $LOGS, which only root and the verifier's user may enter). A sidecar that writes as
-# one of them, or leaves its records open to all, cannot be told from the agent's program.
+# reaches nothing kept; no longer writable by a group or others; root's, readable by all, if it was the
+# verifier's user's (inside $LOGS, which only root and that user may enter). A sidecar that writes as one
+# of them, or leaves its records open to all, cannot be told from the agent's program.
 secure_inputs() {
-  local states line lines=() owner group mode links name rest users=" " user theirs fresh=$LOGS/.gym-input-$STAGE
+  local states line lines=() owner group mode links name rest agents=" " user="" open fresh=$LOGS/.gym-input-$STAGE
   states=$(stat_inputs '%u:%g:%a:%h:%n')
   [ -n "$states" ] || return 0
-  for user in ${HANDOVER:+"$RUN_AS"} "${AGENTS[@]}"; do
-    users="$users$(id -u -- "${user%%:*}" 2>/dev/null || echo "${user%%:*}") "
-  done
+  for name in "${AGENTS[@]}"; do agents="$agents$(id -u -- "${name%%:*}" 2>/dev/null || echo "${name%%:*}") "; done
+  [ -n "$HANDOVER" ] && { user=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || user=${RUN_AS%%:*}; }
   split_lines lines "$states"
   for line in "${lines[@]}"; do
     owner=${line%%:*} rest=${line#*:}
     group=${rest%%:*} rest=${rest#*:}
     mode=${rest%%:*} rest=${rest#*:}
     links=${rest%%:*} name=${rest#*:}
-    theirs=0
-    case "$users" in *" $owner "*) theirs=1 ;; esac
-    [ "$theirs" = 1 ] || [ "$links" != 1 ] || (( (8#$mode & 8#022) != 0 )) || continue
+    open=$(( (8#$mode & 8#022) != 0 ))
+    if [[ $agents = *" $owner "* ]] || { [ "$open" = 1 ] && [ "$logs_open" = 1 ]; }; then
+      rm -f -- "$LOGS/$name" || fail 92 "cannot remove the input $name"
+      continue
+    fi
+    [ "$owner" = "$user" ] || [ "$links" != 1 ] || [ "$open" = 1 ] || continue
     mode=$((8#$mode & 8#755))
-    [ "$theirs" = 1 ] && owner=0 group=0 mode=$((mode | 8#444))
+    [ "$owner" = "$user" ] && owner=0 group=0 mode=$((mode | 8#444))
     cp -- "$LOGS/$name" "$fresh" && chown -- "$owner:$group" "$fresh" \
       && chmod -- "$(printf '%o' "$mode")" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
       || fail 92 "cannot make the input $name afresh"
@@ -543,6 +554,9 @@ reclaim() {
   doomed+=("$STARTED_SEEN")
   [ "${#doomed[@]}" = 0 ] || rm -rf -- "${doomed[@]}" 2>/dev/null
   thaw
+  # The disk as root sees it: a run of that user's that did not end whole is masked only if it is full.
+  LC_ALL=C stat -f -c 'the disk: %a of %b blocks free to users, %d of %c inodes free' -- "$TESTS" 2>/dev/null
+  return 0
 }
 
 # Into "doomed", the declared inputs in $LOGS that the verifier's user's run made, replaced or changed

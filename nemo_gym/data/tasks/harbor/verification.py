@@ -629,18 +629,25 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     image = getattr(sandbox, "image", None)
     image = image if isinstance(image, str) else None
     grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id, IMAGE_TAGS.get(image))
+    collected: Optional[Collected] = None
     try:
         try:
             collected = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
             if collected is None:  # no pipes, or no tar in the image for them
                 collected = await grading.staged()
-        finally:
-            if grading.handed_over:  # whatever came of it (a failure here is a lost sandbox: a mask)
-                await grading.reclaim()
+        except _Stopped as stopped:
+            stopped_by = stopped.outcome
+        except Exception as error:  # damaged, lost or oversized results: never scored
+            why = f"the results could not be copied out: {_describe(error)}"
+            stopped_by = grading.forfeit(why) if grading.handed_over else masked("sandbox_error", why)
+        if grading.handed_over:  # whatever came of it (a failure here is a lost sandbox: a mask)
+            disk = await grading.reclaim()
+            if grading.forfeited and disk_full(disk):
+                return masked(DISK_FULL, f"the sandbox's disk is full: {disk.strip()[-500:]}")
     except _Stopped as stopped:
         return stopped.outcome
-    except Exception as error:  # damaged, lost or oversized results: never scored
-        return masked("sandbox_error", f"the results could not be copied out: {_describe(error)}")
+    if collected is None:
+        return stopped_by
     IMAGE_TAGS.learn(image, collected.files.get(CACHE_TAG))
     return _outcome(plan, collected, key)
 
@@ -678,6 +685,7 @@ class _Grading:
     run_id: str
     cache_tag: Optional[str] = None  # the sandbox's interpreter, when a run on its image said
     handed_over: bool = False  # an exec ran as the verifier's user: reclaim must follow
+    forfeited: bool = False  # and it did not end whole
 
     @property
     def run_limit(self) -> float:
@@ -791,27 +799,38 @@ class _Grading:
 
     async def _as_verifier(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """The exec of a task's own test.sh run as its user, with run and finish in it (Harbor's way:
-        the folders are that user's). Its programs, the agent's in a coding step, share that user and
-        can kill its shell: that reads as a run that wrote no reward, once ``reclaim`` (which must
-        follow) has found the sandbox whole."""
+        the folders are that user's). Its programs, the agent's in a coding step, share that user: they
+        can kill its shell, write into its results pipe, trace it and give it any exit status. So any
+        way it ends but its timeout reads as a run that wrote no reward (``forfeit``), once ``reclaim``
+        (which must follow) has found the sandbox whole and its disk not full (red teams 77, 78)."""
         self.handed_over = True
-        ran = await self._exec(call)
-        if ran.return_code >= 128:  # a signal: a sandbox that is lost fails reclaim, a mask then
-            raise _Stopped(
-                VerificationOutcome(
-                    reward=0.0,
-                    failure_kind=MISSING_REWARD,
-                    detail=f"grading as {self.verifier} was killed before it read the reward files (exit "
-                    f"{ran.return_code}): test.sh runs its programs as that user, who can stop it",
-                )
-            )
+        try:
+            ran = await self._exec(call)
+        except _Stopped as stopped:
+            if stopped.outcome.failure_kind == VERIFIER_TIMEOUT:
+                raise
+            raise _Stopped(self.forfeit(stopped.outcome.detail)) from None
+        if ran.return_code != 0:
+            output = ran.stdout if isinstance(ran.stdout, str) else ran.stdout[-4096:].decode(errors="replace")
+            raise _Stopped(self.forfeit(f"exit {ran.return_code}: {(output + ran.stderr).strip()[-500:]}"))
         return ran
 
-    async def reclaim(self) -> None:
+    def forfeit(self, why: str) -> VerificationOutcome:
+        """The outcome of a grading as the verifier's user that did not end whole: no reward (0)."""
+        self.forfeited = True
+        return VerificationOutcome(
+            reward=0.0,
+            failure_kind=MISSING_REWARD,
+            detail=f"grading as {self.verifier} did not end whole ({why}): test.sh runs its programs as that "
+            "user, who can stop it",
+        )
+
+    async def reclaim(self) -> str:
         """After the exec as the verifier's user (``_as_verifier``), whose programs could stop its
         finish or undo it, the admin kills what the run started, takes the folders back and removes
         what the run made of the kept inputs (red team 77: a daemon it left planted the next step's
-        input; a folder it closed kept one; an out folder it pinned masked its 0)."""
+        input; a folder it closed kept one; an out folder it pinned masked its 0). Returns its account
+        of the disk."""
         steps = replace(self.steps, steps=("reclaim",), piped=False, archive="", out_tar="")
         ran = await self._exec(
             lambda: self.sandbox.exec(
@@ -824,6 +843,7 @@ class _Grading:
             )
         )
         _check_exit(ran.return_code, ran.stdout + ran.stderr)
+        return str(ran.stdout)
 
     async def _exec(self, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
