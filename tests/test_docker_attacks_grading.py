@@ -67,7 +67,10 @@ os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
 )
 
 
-def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client, tmp_path):
+def test_a_shell_verifiers_user_that_cuts_grading_short_scores_0_and_leaves_nothing_running(docker_client, tmp_path):
+    """It was masked (its forged results, then a killed shell); red teams 77 and 78: that user's programs
+    can end its exec any way they like, so a grading that did not end whole scores 0, and reclaim, as
+    root, kills what the run left."""
     from test_docker_attacks import attack, grading_survivors
 
     task_dir = write(
@@ -79,8 +82,7 @@ def test_a_shell_verifiers_user_that_cuts_grading_short_is_masked(docker_client,
     )
     workspace = write(tmp_path / "ws", {"prog.py": OWN_DAEMON})
     outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors)
-    honest = (outcome.reward, outcome.masked, survivors) == (0.0, False, "")  # the attack lost its race
-    assert (outcome.masked and outcome.mask_reason == "sandbox_error") or honest, (outcome, survivors)
+    assert (outcome.reward, outcome.masked, survivors) == (0.0, False, ""), (outcome, survivors)
 
 
 # Without killing anything: results written into fd 6 before finish packs its own are read first
@@ -107,7 +109,7 @@ def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage
         },
     )
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"prog.py": PREFIX_FORGER}))
-    assert outcome.masked and "more than one tar" in outcome.detail, outcome
+    assert (outcome.reward, outcome.masked) == (0.0, False) and "more than one tar" in outcome.detail, outcome
 
 
 # ---------------------------------------------------------------------------------------------
