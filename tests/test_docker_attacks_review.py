@@ -580,6 +580,40 @@ def test_a_sidecar_of_its_own_user_keeps_writing_its_record_across_steps(docker_
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (1.0, None, False), deploy
 
 
+def test_an_input_of_an_agent_the_task_names_no_user_for_is_removed_too(docker_client, tmp_path):
+    """Red team 79: the agents' users were those the task names, or the image's ``USER`` only when it
+    named none. A first step that names none runs its agent as the image's ``USER`` (``agent``) while
+    the next names ``grader``: the first step's agent wrote the sidecar's input before the first grading
+    and it was kept (1.0). Every step's agent counts, the image's ``USER`` for one that names none."""
+    import asyncio
+
+    from images import LABEL, _built, users_image
+
+    from nemo_gym.data.tasks.harbor.sandboxes.docker import DockerSandbox
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    users, volumes = users_image(docker_client)
+    image = _built(docker_client, "nemo-gym-test/users-as-agent:1", f"FROM {users}\nUSER agent\n")
+    toml = '[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n[steps.agent]\nuser = "grader"\n'
+    files = {**STEP_TASK, "t/task.toml": toml, "t/steps/build/tests/verifier.py": "def verify():\n    return 0.0\n"}
+    task = load_task(write(tmp_path / "ds", files) / "t")
+
+    async def run() -> Any:
+        async with DockerSandbox(
+            image, volumes=volumes, labels=LABEL, client=docker_client, workdir="/workspace"
+        ) as sandbox:
+            await sandbox.exec("mkdir -p /logs/verifier && chmod 777 /logs/verifier", user="root")
+            planted = await sandbox.exec('echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl')  # as agent
+            assert planted.return_code == 0, planted
+            await run_verification(plan_verification(task, step="build"), sandbox)
+            await _sidecar_records_status(sandbox)
+            return await run_verification(plan_verification(task, step="deploy"), sandbox)
+
+    deploy = asyncio.run(run())
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
 async def _agent_owns_the_input(sandbox: Any, how: str) -> None:
     """Before the first grading, in an image that left /logs/verifier open to all (Harbor's 777): the
     agent makes the sidecar's input its own file, and keeps a way to write it (a hard link elsewhere,

@@ -699,6 +699,10 @@ def test_a_reward_json_a_full_disk_kept_out_scores_the_verdict(tmp_path, verifie
         ("cannot create /logs\nthe disk: 10 of 384000 blocks free to users, 5 of 96000 inodes free", False),
         ('500 Server Error ("Error setting up pivot dir: mkdir /x/.pivot_root1: no space left on device")', True),
         ("cannot create /logs", False),
+        # Red team 79: btrfs, vfat, 9p, FUSE and tmpfs with nr_inodes=0 count no inodes at all: not full.
+        ("the disk: 16384 of 16384 blocks free to users, 0 of 0 inodes free", False),
+        ("the disk: 0 of 0 blocks free to users, 0 of 0 inodes free", False),
+        ("the disk: 0 of 16384 blocks free to users, 0 of 0 inodes free", True),
     ],
 )
 def test_a_full_disk_is_told_from_the_failures_text(text, full):

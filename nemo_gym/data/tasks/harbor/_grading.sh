@@ -218,6 +218,7 @@ secure_inputs() {
   states=$(stat_inputs '%u:%g:%a:%h:%n')
   [ -n "$states" ] || return 0
   for name in "${AGENTS[@]}"; do agents="$agents$(id -u -- "${name%%:*}" 2>/dev/null || echo "${name%%:*}") "; done
+  while [[ $agents = *" 0 "* ]]; do agents=${agents// 0 / }; done  # root's inputs are never an agent's
   [ -n "$HANDOVER" ] && { user=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || user=${RUN_AS%%:*}; }
   split_lines lines "$states"
   for line in "${lines[@]}"; do

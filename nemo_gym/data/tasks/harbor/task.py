@@ -190,10 +190,11 @@ class Task:
         user = own if own is not None else self.verifier.user
         return "root" if user is None and self.agent_user_of(step) is not None else user
 
-    def agent_users(self) -> Tuple[User, ...]:
-        """Every user an agent of this task runs as that it names (``[agent].user``, each step's), once."""
-        named = (self.agent_user, *(step.agent_user for step in self.steps))
-        return tuple(dict.fromkeys(user for user in named if user is not None))
+    def agent_users(self) -> Tuple[Optional[User], ...]:
+        """The user each run of an agent of this task runs as (``agent_user_of`` each step, else of the
+        task), once each: ``None`` for one that names none, which runs as the image's ``USER``."""
+        runs = [self.agent_user_of(step.name) for step in self.steps] or [self.agent_user]
+        return tuple(dict.fromkeys(runs))
 
     def workdir_owner(self) -> Optional[User]:
         """Whom the working directory is given to, once, as a published Dockerfile gives it:

@@ -214,9 +214,9 @@ class VerificationPlan:
     env: Dict[str, str] = field(repr=False)  # values filled from secrets: never in a log line
     user: Optional[User] = None
     inputs: Tuple[str, ...] = ()
-    # The agent's users the task names (``[agent].user``, each step's): a kept input one of them owns is
-    # never theirs to write again (``_grading.sh``'s secure_inputs).
-    agent_users: Tuple[User, ...] = ()
+    # The user each of the task's agents runs as (``Task.agent_users``; ``None``: the image's ``USER``): a
+    # kept input one of them owns was never the sidecar's (``_grading.sh``'s secure_inputs).
+    agent_users: Tuple[Optional[User], ...] = ()
     collect: Tuple[CollectHook, ...] = ()
     secrets: Tuple[str, ...] = field(default=(), repr=False)
     # "shared" (in the agent's sandbox) or "separate" (a sandbox of its own: ``separate``'s run).
@@ -566,7 +566,7 @@ async def run_collect_hooks(hooks: Sequence[CollectHook], sandbox: Sandbox) -> N
 
 
 # What grading's prepare prints of the disk when it fails (_grading.sh's fail).
-_DISK_STATE = re.compile(r"the disk: (\d+) of \d+ blocks free to users, (\d+) of \d+ inodes free")
+_DISK_STATE = re.compile(r"the disk: (\d+) of (\d+) blocks free to users, (\d+) of (\d+) inodes free")
 
 
 def disk_full(text: str) -> bool:
@@ -575,7 +575,12 @@ def disk_full(text: str) -> bool:
     if "no space left on device" in text.lower():
         return True
     state = _DISK_STATE.search(text)
-    return state is not None and "0" in state.groups()
+    if state is None:
+        return False
+    blocks, total_blocks, inodes, total_inodes = (int(number) for number in state.groups())
+    # A filesystem that counts no inodes (btrfs, vfat, 9p, FUSE, tmpfs with nr_inodes=0) says 0 of 0: not
+    # full (red team 79: every forfeited grading there was masked).
+    return (total_blocks > 0 and blocks == 0) or (total_inodes > 0 and inodes == 0)
 
 
 def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
@@ -653,11 +658,11 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
 
 
 def _agent_users(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[str, ...]:
-    """The agent's users: those the task names, else the sandbox's default user (its image's
-    ``USER``, whom an agent the task names no user for runs as), else none known (root)."""
+    """The agents' users: each the task names, and the sandbox's default user (its image's ``USER``) for
+    an agent it names none for, where that is not root (red team 79: a first step that named none)."""
     default = sandbox_option(sandbox, "default_user", None)
-    users = plan.agent_users or ((default,) if default is not None else ())
-    return tuple(str(user) for user in users)
+    users = (default if user is None else user for user in plan.agent_users or (None,))
+    return tuple(dict.fromkeys(str(user) for user in users if user is not None and not names_root(user)))
 
 
 class _Stopped(Exception):
