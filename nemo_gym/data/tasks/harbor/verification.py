@@ -634,27 +634,30 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     image = getattr(sandbox, "image", None)
     image = image if isinstance(image, str) else None
     grading = _Grading(plan, sandbox, steps, env, verifier, by_admin, private, run_id, IMAGE_TAGS.get(image))
-    collected: Optional[Collected] = None
-    try:
+    result = await _collect(grading)
+    if grading.handed_over:  # whatever came of it: a sandbox too broken for reclaim masks
         try:
-            collected = await grading.piped() if isinstance(sandbox, PipeSandbox) else None
-            if collected is None:  # no pipes, or no tar in the image for them
-                collected = await grading.staged()
-        except _Stopped as stopped:
-            stopped_by = stopped.outcome
-        except Exception as error:  # damaged, lost or oversized results: never scored
-            why = f"the results could not be copied out: {_describe(error)}"
-            stopped_by = grading.forfeit(why) if grading.handed_over else masked("sandbox_error", why)
-        if grading.handed_over:  # whatever came of it (a failure here is a lost sandbox: a mask)
             disk = await grading.reclaim()
-            if grading.forfeited and disk_full(disk):
-                return masked(DISK_FULL, f"the sandbox's disk is full: {disk.strip()[-500:]}")
+        except _Stopped as stopped:
+            return stopped.outcome
+        if grading.forfeited and disk_full(disk):
+            return masked(DISK_FULL, f"the sandbox's disk is full: {disk.strip()[-500:]}")
+    if isinstance(result, VerificationOutcome):
+        return result
+    IMAGE_TAGS.learn(image, result.files.get(CACHE_TAG))
+    return _outcome(plan, result, key)
+
+
+async def _collect(grading: _Grading) -> Union[Collected, VerificationOutcome]:
+    """The run's results, or the outcome of a run that returned none."""
+    try:
+        collected = await grading.piped() if isinstance(grading.sandbox, PipeSandbox) else None
+        return collected if collected is not None else await grading.staged()  # no pipes, or no tar for them
     except _Stopped as stopped:
         return stopped.outcome
-    if collected is None:
-        return stopped_by
-    IMAGE_TAGS.learn(image, collected.files.get(CACHE_TAG))
-    return _outcome(plan, collected, key)
+    except Exception as error:  # damaged, lost or oversized results: never scored
+        why = f"the results could not be copied out: {_describe(error)}"
+        return grading.forfeit(why) if grading.handed_over else masked("sandbox_error", why)
 
 
 def _agent_users(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[str, ...]:
