@@ -614,6 +614,31 @@ def test_an_input_of_an_agent_the_task_names_no_user_for_is_removed_too(docker_c
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
 
 
+@pytest.mark.parametrize("mode", ["0664", "0666"])
+def test_an_input_an_agent_could_write_through_its_group_or_as_anyone_is_removed(docker_client, tmp_path, mode):
+    """Red team 80: an agent run as a uid with no passwd entry (``[agent].user = 4242``) runs in root's
+    group; a root sidecar's record made with umask 002 (0664 root:root) in a closed folder it may search
+    was the agent's to write before the first grading, and made afresh it kept what the agent wrote
+    (1.0). So was one open to all (0666). An input open to an agent's group, or to all, is removed."""
+
+    async def plant(sandbox: Any) -> None:
+        made = await sandbox.exec(
+            "mkdir -p /logs/verifier && chmod 755 /logs/verifier "
+            f'&& echo \'{{"tool": "start"}}\' > /logs/verifier/actions.jsonl && chmod {mode} /logs/verifier/actions.jsonl',
+            user="root",
+        )
+        assert made.return_code == 0, made
+        forged = await sandbox.exec('echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl', user="4242")
+        assert forged.return_code == 0, forged
+
+    toml = '[agent]\nuser = 4242\n[verifier]\nuser = "grader"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    build, deploy = _two_steps(
+        docker_client, tmp_path, {"t/task.toml": toml}, "print(41)\n", before=plant, between=_sidecar_records_status
+    )
+    assert (build.reward, build.masked) == (0.0, False), build
+    assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
+
+
 async def _agent_owns_the_input(sandbox: Any, how: str) -> None:
     """Before the first grading, in an image that left /logs/verifier open to all (Harbor's 777): the
     agent makes the sidecar's input its own file, and keeps a way to write it (a hard link elsewhere,
