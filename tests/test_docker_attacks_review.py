@@ -614,24 +614,42 @@ def test_an_input_of_an_agent_the_task_names_no_user_for_is_removed_too(docker_c
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
 
 
-@pytest.mark.parametrize("mode", ["0664", "0666"])
-def test_an_input_an_agent_could_write_through_its_group_or_as_anyone_is_removed(docker_client, tmp_path, mode):
-    """Red team 80: an agent run as a uid with no passwd entry (``[agent].user = 4242``) runs in root's
-    group; a root sidecar's record made with umask 002 (0664 root:root) in a closed folder it may search
-    was the agent's to write before the first grading, and made afresh it kept what the agent wrote
-    (1.0). So was one open to all (0666). An input open to an agent's group, or to all, is removed."""
+# How the agent could write a root sidecar's record before the first grading: (its user, the shell that
+# made the record, as root).
+WRITABLE_RECORDS = {
+    "root's group, as a uid no passwd entry names": ("4242", "chmod 0664 /logs/verifier/actions.jsonl"),
+    "a group an odd /etc/group line puts the agent in": (
+        "agent",
+        "printf 'side:x:2003:agent \\n' >> /etc/group && chgrp 2003 /logs/verifier/actions.jsonl "
+        "&& chmod 0664 /logs/verifier/actions.jsonl",
+    ),
+    "anyone": ("agent", "chmod 0666 /logs/verifier/actions.jsonl"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(WRITABLE_RECORDS))
+def test_an_input_an_agent_could_write_through_a_group_or_as_anyone_is_removed(docker_client, tmp_path, how):
+    """Red teams 80 and 81: a root sidecar's record open to a group (umask 002) or to all, in a closed
+    folder the agent may search, was the agent's to write before the first grading, through root's group
+    (a uid no passwd entry names runs in it), a group the container gives it where ``id -G`` does not (a
+    member line with a trailing space), or as anyone; made afresh, it kept what the agent wrote (1.0). An
+    input open to a group or to all is removed."""
+    agent, opened = WRITABLE_RECORDS[how]
 
     async def plant(sandbox: Any) -> None:
         made = await sandbox.exec(
             "mkdir -p /logs/verifier && chmod 755 /logs/verifier "
-            f'&& echo \'{{"tool": "start"}}\' > /logs/verifier/actions.jsonl && chmod {mode} /logs/verifier/actions.jsonl',
+            f'&& echo \'{{"tool": "start"}}\' > /logs/verifier/actions.jsonl && {opened}',
             user="root",
         )
         assert made.return_code == 0, made
-        forged = await sandbox.exec('echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl', user="4242")
+        forged = await sandbox.exec('echo \'{"tool": "deploy"}\' > /logs/verifier/actions.jsonl', user=agent)
         assert forged.return_code == 0, forged
 
-    toml = '[agent]\nuser = 4242\n[verifier]\nuser = "grader"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    named = agent if agent.isdigit() else f'"{agent}"'
+    toml = (
+        f'[agent]\nuser = {named}\n[verifier]\nuser = "grader"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    )
     build, deploy = _two_steps(
         docker_client, tmp_path, {"t/task.toml": toml}, "print(41)\n", before=plant, between=_sidecar_records_status
     )

@@ -204,28 +204,23 @@ prepare() {
 
 # Each kept input, before a grading, where someone other than its writer could write it. One an agent
 # could have written was never the sidecar's record, whatever it holds now: the agent made it before the
-# first grading, in a folder an image left open to all, or wrote it through its group or as anyone, and
-# went on writing through a hard link or a descriptor it kept (red teams 77, 78, 80). Removed: one an
-# agent's user owns (`[agent].user`, each step's, else the image's USER); one open to all; one open to a
-# group of an agent's (a uid no passwd entry names runs in root's group); and, where $LOGS itself was open
-# to others before this grading ($logs_open, from prepare), one open to any group or the verifier's user's.
-# The rest are made afresh, as root, where anyone but their owner could write them: one of the verifier's
-# user's (who holds $LOGS during the run), one with another name (a hard link), one open to a group. A new
-# inode, so a descriptor opened on the old one (and passed to a process the agent left running, which wrote
-# through it after finish looked: red team 71) reaches nothing kept; no longer writable by a group; root's,
-# readable by all, if it was the verifier's user's (inside $LOGS, which only root and that user may enter).
-# A sidecar that writes as one of them, or leaves its records open to others, cannot be told from the agent.
+# first grading, in a folder an image left open to all, or wrote it through its group, an ACL or as anyone,
+# and went on writing through a hard link or a descriptor it kept (red teams 77, 78, 80, 81). Removed: one an
+# agent's user owns (`[agent].user`, each step's, else the image's USER); one open to a group or to all
+# (which groups an agent is in is the container's word, not /etc/group's as `id` reads it: a member line with
+# a trailing space counts for one and not the other; an ACL shows as the group's bits); and, where $LOGS
+# itself was open to others before this grading ($logs_open, from prepare), one of the verifier's user's. The
+# rest are made afresh, as root, where anyone but their owner could write them: one of the verifier's user's
+# (who holds $LOGS during the run), or one with another name (a hard link). A new inode, so a descriptor
+# opened on the old one (and passed to a process the agent left running, which wrote through it after finish
+# looked: red team 71) reaches nothing kept; root's, readable by all, if it was the verifier's user's (inside
+# $LOGS, which only root and that user may enter). A sidecar that writes as one of them, or leaves its records
+# open to others, cannot be told from the agent.
 secure_inputs() {
-  local states line lines=() owner group mode links name rest agents=" " groups=" " user="" gids fresh=$LOGS/.gym-input-$STAGE
+  local states line lines=() owner group mode links name rest agents=" " user="" fresh=$LOGS/.gym-input-$STAGE
   states=$(stat_inputs '%u:%g:%a:%h:%n')
   [ -n "$states" ] || return 0
-  for name in "${AGENTS[@]}"; do
-    agents="$agents$(id -u -- "${name%%:*}" 2>/dev/null || echo "${name%%:*}") "
-    if [[ $name = *:* ]]; then groups="$groups$(group_id "${name#*:}") "  # that group alone (docker exec -u)
-    elif gids=$(id -G -- "$name" 2>/dev/null); then groups="$groups$gids "
-    else groups="${groups}0 "  # a uid no passwd entry names: root's group (runc's default)
-    fi
-  done
+  for name in "${AGENTS[@]}"; do agents="$agents$(id -u -- "${name%%:*}" 2>/dev/null || echo "${name%%:*}") "; done
   while [[ $agents = *" 0 "* ]]; do agents=${agents// 0 / }; done  # root's inputs are never an agent's
   [ -n "$HANDOVER" ] && { user=$(id -u -- "${RUN_AS%%:*}" 2>/dev/null) || user=${RUN_AS%%:*}; }
   split_lines lines "$states"
@@ -234,27 +229,17 @@ secure_inputs() {
     group=${rest%%:*} rest=${rest#*:}
     mode=${rest%%:*} rest=${rest#*:}
     links=${rest%%:*} name=${rest#*:}
-    if [[ $agents = *" $owner "* ]] || (( (8#$mode & 8#002) != 0 )) \
-      || { (( (8#$mode & 8#020) != 0 )) && { [ "$logs_open" = 1 ] || [[ $groups = *" $group "* ]]; }; } \
-      || { [ "$logs_open" = 1 ] && [ "$owner" = "$user" ]; }; then
+    if [[ $agents = *" $owner "* ]] || (( (8#$mode & 8#022) != 0 )) || { [ "$logs_open" = 1 ] && [ "$owner" = "$user" ]; }; then
       rm -f -- "$LOGS/$name" || fail 92 "cannot remove the input $name"
       continue
     fi
-    [ "$owner" = "$user" ] || [ "$links" != 1 ] || (( (8#$mode & 8#020) != 0 )) || continue
+    [ "$owner" = "$user" ] || [ "$links" != 1 ] || continue
     mode=$((8#$mode & 8#755))
     [ "$owner" = "$user" ] && owner=0 group=0 mode=$((mode | 8#444))
     cp -- "$LOGS/$name" "$fresh" && chown -- "$owner:$group" "$fresh" \
       && chmod -- "$(printf '%o' "$mode")" "$fresh" && mv -f -- "$fresh" "$LOGS/$name" \
       || fail 92 "cannot make the input $name afresh"
   done
-}
-
-# The gid of the group named "$1" (a number stands for itself), from /etc/group; the name if none.
-group_id() {
-  local entry gid
-  case $1 in '' | *[!0-9]*) ;; *) echo "$1"; return ;; esac
-  while IFS=: read -r entry _ gid _; do [ "$entry" = "$1" ] && { echo "$gid"; return; }; done < /etc/group 2>/dev/null
-  echo "$1"
 }
 
 # The staged files, uploaded beforehand (through the sandbox's archive calls, else as the tar
