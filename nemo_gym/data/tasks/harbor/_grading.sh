@@ -146,7 +146,8 @@ prepare() {
   for input in "${INPUTS[@]}"; do [ -f "$LOGS/$input" ] && [ ! -L "$LOGS/$input" ] && keep=1; done
   [ "$keep" = 1 ] || fresh+=("$LOGS")
   # Whether anyone but root could write in $LOGS before this grading (an image's 777, or a folder of
-  # another user's): what was open to all there may have been written by the agent (secure_inputs).
+  # another user's, such as the verifier's after a grading that never finished): an input of the
+  # verifier's user's there may have been made outside a grading (secure_inputs removes it).
   logs_open=0
   if [ "$keep" = 1 ]; then
     case $(LC_ALL=C stat -c '%u:%a' -- "$LOGS" 2>/dev/null) in 0:*[2367]? | 0:*[2367]) logs_open=1 ;; 0:*) ;; *) logs_open=1 ;; esac
