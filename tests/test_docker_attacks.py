@@ -286,6 +286,19 @@ def test_a_root_daemon_that_copies_the_report_cannot_change_it(docker_client, tm
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
 
 
+async def _loaded_marks(sandbox: DockerSandbox) -> str:
+    """The lines the mark library wrote in /tmp/loaded, read through the engine's archive call: no exec,
+    so nothing loads it."""
+    import io
+    import tarfile
+
+    data = await sandbox.get_archive("/tmp/loaded", limit=1 << 20)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        member = archive.extractfile(archive.next())  # type: ignore[arg-type]
+        assert member is not None
+        return member.read().decode()
+
+
 @pytest.mark.parametrize("verifier_user", [None, "grader"])
 @pytest.mark.parametrize("kind", ["verifier.py", "test.sh"])
 def test_ld_preload_into_the_workspace_never_reaches_grading(docker_client, tmp_path, verifier_user, kind):
@@ -307,18 +320,8 @@ def test_ld_preload_into_the_workspace_never_reaches_grading(docker_client, tmp_
     async def before(sandbox: DockerSandbox) -> None:
         await sandbox.exec(": > /tmp/loaded", user="root")  # forget this harness's own execs
 
-    async def after(sandbox: DockerSandbox) -> str:
-        import io
-        import tarfile
-
-        data = await sandbox.get_archive("/tmp/loaded", limit=1 << 20)  # no exec: nothing loads it
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            member = archive.extractfile(archive.next())  # type: ignore[arg-type]
-            assert member is not None
-            return member.read().decode()
-
     env = {"LD_PRELOAD": "/workspace/lib/mark.so"}
-    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=after)
+    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=_loaded_marks)
     assert (outcome.reward, outcome.masked) == (0.5, False), outcome
     (tmp_path / "loaded").write_text(loaded)
     programs = {program for program, _ in loaded_by(tmp_path / "loaded")}
@@ -358,18 +361,8 @@ def test_the_images_loader_variables_never_reach_roots_housekeeping(docker_clien
         made = await sandbox.exec(f"{real}: > /tmp/loaded && chmod 666 /tmp/loaded", user="root", env={variable: ""})
         assert made.return_code == 0, made
 
-    async def after(sandbox: DockerSandbox) -> str:
-        import io
-        import tarfile
-
-        data = await sandbox.get_archive("/tmp/loaded", limit=1 << 20)  # no exec: nothing loads it
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            member = archive.extractfile(archive.next())  # type: ignore[arg-type]
-            assert member is not None
-            return member.read().decode()
-
     env = {variable: "/workspace/lib/mark.so" if variable == "LD_PRELOAD" else "/workspace/lib"}
-    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=after)
+    outcome, loaded = attack(docker_client, task_dir, workspace, env=env, before=before, after=_loaded_marks)
     assert (outcome.reward, outcome.masked) == (0.5, False), outcome
     (tmp_path / "loaded").write_text(loaded)
     users = {user for _, user in loaded_by(tmp_path / "loaded")}

@@ -508,6 +508,14 @@ def test_a_folder_the_agents_process_pinned_in_the_out_folder_scores_the_step_0(
     assert (deploy.reward, deploy.failure_kind, deploy.masked) == (0.0, None, False), deploy
 
 
+def _verified_by(verifier: str) -> Dict[str, Optional[str]]:
+    """STEP_TASK's files for a verifier run as ``verifier``: ``grader`` as it names, or root (no
+    ``[verifier].user`` beside the agent's)."""
+    if verifier == "grader":
+        return {}
+    return {"t/task.toml": '[agent]\nuser = "agent"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'}
+
+
 async def _agent_writes_the_input_first(sandbox: Any) -> None:
     """In an image that left /logs/verifier open to all, before the first grading: the agent writes the
     sidecar's record itself."""
@@ -528,9 +536,7 @@ def test_an_input_the_agent_wrote_before_the_first_grading_is_not_the_sidecars(d
     """Red team 78: made afresh as root's, the agent's own input kept what the agent wrote in it, and the
     sidecar's honest record went on after it (1.0 for a wrong answer). An input of an agent's user is
     removed: it was never the sidecar's."""
-    files: Dict[str, Optional[str]] = {}
-    if verifier == "root":
-        files["t/task.toml"] = '[agent]\nuser = "agent"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    files = _verified_by(verifier)
     build, deploy = _two_steps(
         docker_client,
         tmp_path,
@@ -689,11 +695,9 @@ def test_an_input_the_agent_owned_before_the_first_grading_is_never_its_to_write
     """Red team 77: where /logs/verifier was open to all before the first grading, the agent made the
     declared input its own file and kept a second name for it (or a descriptor): prepare kept it as it
     was, and between the steps the agent wrote the record the next step's verify read (1.0 for a wrong
-    answer, whoever the verifier). An input of an agent's user is made afresh as root's, as one of the
-    verifier's user is, and so is one with another name."""
-    files: Dict[str, Optional[str]] = {}
-    if verifier == "root":
-        files["t/task.toml"] = '[agent]\nuser = "agent"\n[[steps]]\nname = "build"\n[[steps]]\nname = "deploy"\n'
+    answer, whoever the verifier). An input of an agent's user is removed before each grading, and one
+    with another name is made afresh."""
+    files = _verified_by(verifier)
     build, deploy = _two_steps(
         docker_client,
         tmp_path,
