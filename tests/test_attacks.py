@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import pwd
 import shlex
 import stat
 import subprocess
@@ -29,7 +30,7 @@ from support import PIPE_FORGER, write_files
 from nemo_gym.data.tasks.harbor.rewards import MISSING_REWARD
 from nemo_gym.data.tasks.harbor.sandboxes import LocalSandbox
 from nemo_gym.data.tasks.harbor.sandboxes.base import ExecResult, PipedResult
-from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
+from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available, own_path
 from nemo_gym.data.tasks.harbor.task import load_task
 from nemo_gym.data.tasks.harbor.verification import (
     STDOUT_CUT_NOTE,
@@ -938,3 +939,49 @@ def test_shared_memory_a_command_leaves_dies_with_it(tmp_path):
             assert not any(line.split()[0] == str(key) for line in segments.readlines()[1:])
     finally:
         subprocess.run(["ipcrm", "-M", str(key)], capture_output=True)
+
+
+def test_the_hosts_path_into_the_sandboxs_own_folders_runs_nothing_the_agent_planted(tmp_path, monkeypatch):
+    # Red team 83: every command got the host's PATH, and a venv activated from /tmp put /tmp/venv/bin
+    # first: inside, /tmp is the sandbox's own, open to every user and kept across commands, so the
+    # agent's program planted a `cat` there that the task's test.sh then ran as root: 1.0.
+    own = [f"/tmp/nemo-gym-planted-{os.getpid()}/bin", "/var/tmp/planted", "/logs/planted", "/workspace/bin"]
+    monkeypatch.setenv("PATH", ":".join([*own, os.environ["PATH"]]))
+    workspace = tmp_path / "ws"
+    task(workspace, {"answer.txt": "0\n"})
+    task_dir = task(tmp_path / "task", {"tests/test.sh": "cat answer.txt > /logs/verifier/reward.txt\n"})
+    plant = "".join(
+        f"mkdir -p {folder}; printf '#!/bin/sh\\necho 1\\n' > {folder}/cat; chmod +x {folder}/cat\n" for folder in own
+    )
+
+    async def run() -> VerificationOutcome:
+        async with LocalSandbox(workspace, workdir="/workspace") as sandbox:
+            assert not set(sandbox.environment["PATH"].split(":")) & set(own), sandbox.environment["PATH"]
+            planted = await sandbox.exec(plant + f"head -n 1 {own[0]}/cat", user="nobody")
+            assert planted.stdout.startswith("#!/bin/sh"), planted  # the agent's program could plant it
+            return await run_verification(plan_verification(load_task(task_dir)), sandbox)
+
+    outcome = asyncio.run(run())
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+def test_a_path_entry_whose_link_leads_into_the_sandboxs_own_folders_is_dropped(tmp_path):
+    (tmp_path / "own" / "bin").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "own")
+    (tmp_path / "kept").mkdir()
+    path = f"{tmp_path}/link/bin:{tmp_path}/kept:{tmp_path}/missing:{tmp_path}/own/bin:/usr/bin"
+    assert own_path(path, [str(tmp_path / "own")]) == f"{tmp_path}/kept:/usr/bin"
+
+
+def test_a_numeric_agent_user_never_shares_its_uid_with_a_named_verifier(tmp_path):
+    # Red team 83: a name the host lacks got the first uid the host's passwd did not list, which an
+    # agent named by number ([agent].user = 1000) could already be: the verifier, `grader`, was the agent.
+    needs_root()
+    taken = {entry.pw_uid for entry in pwd.getpwall()}
+    free = next(number for number in range(1000, 60000) if number not in taken)
+
+    async def run() -> str:
+        async with LocalSandbox(tmp_path, users=["nemo-gym-grader", free]) as sandbox:
+            return (await sandbox.exec("id -u", user="nemo-gym-grader")).stdout.strip()
+
+    assert asyncio.run(run()) != str(free)

@@ -30,7 +30,7 @@ import tarfile
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from nemo_gym.data.tasks.harbor._threads import in_thread
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
@@ -49,6 +49,8 @@ from nemo_gym.data.tasks.harbor.workdir import mounts_refusal
 
 # The host's top-level entries a namespaced command does not see: the sandbox brings its own.
 _PRIVATE = ("tests", "logs", "tmp", "proc", "dev")
+# The PATH of a host whose own names no folder a command may search.
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # How often a command is started when bubblewrap fails to set its namespace up (see exec).
 _SETUP_ATTEMPTS = 3
 # How long a killed command's pipes may take to close before they are left unread: only a process
@@ -125,13 +127,30 @@ def _caller() -> Tuple[str, str]:
 
 def base_env() -> Dict[str, str]:
     """The minimal environment every command starts from: the host's ``PATH`` (absolute entries
-    only: a relative one would resolve in whatever folder a command runs in), ``HOME`` and ``LANG``."""
+    only: a relative one would resolve in whatever folder a command runs in; a namespaced sandbox
+    keeps fewer, see ``own_path``), ``HOME`` and ``LANG``."""
     path = ":".join(entry for entry in os.environ.get("PATH", "").split(":") if entry.startswith("/"))
     return {
-        "PATH": path or "/usr/local/bin:/usr/bin:/bin",
+        "PATH": path or DEFAULT_PATH,
         "HOME": _caller()[1],
         "LANG": os.environ.get("LANG", "C.UTF-8"),
     }
+
+
+def own_path(path: str, own: Iterable[str]) -> str:
+    """The entries of the host's ``path`` a namespaced command may search: those that are a folder
+    on this machine, which the sandbox shows read-only, neither as named nor where their links lead
+    lying in one of the sandbox's ``own`` folders. There, every user of the sandbox may write, and
+    what one command leaves the next finds (red team 83: a venv activated from /tmp put /tmp/venv/bin
+    first, where the agent's program planted a ``cat`` that test.sh ran as root)."""
+    own = tuple(own)
+    kept = [
+        entry
+        for entry in path.split(":")
+        if os.path.isdir(entry)
+        and not any(path_within(entry, folder) or path_within(os.path.realpath(entry), folder) for folder in own)
+    ]
+    return ":".join(kept)
 
 
 def _host_binds() -> List[str]:
@@ -293,14 +312,10 @@ class LocalSandbox:
         (self._root / "tmp").chmod(_SCRATCH_MODE)
         self.single_user = os.getuid() != 0
         self._users: Dict[str, Tuple[int, int, str]] = {}  # names the host lacks: uid, gid, home
-        for user in users:
+        self._uids: Set[int] = set()  # the users named by number, which no name may be given
+        # The numbers first: a name given the uid a later number turns out to be would be that user.
+        for user in sorted(users, key=lambda user: not str(user).partition(":")[0].isdigit()):
             self.add_user(user)
-        self._env = dict(env or {})
-        self.environment: Dict[str, str] = {**base_env(), **self._env}  # what every command inherits
-        # What stands for an image here: the host's programs as this sandbox's PATH finds them. Runs
-        # on it learn its Python (bytecode.ImageTags) and stage that one's bytecode alone, some 65
-        # files fewer to unpack and remove a run; a wrong hint costs one run a compile, never a grade.
-        self.image = f"local:{self.environment.get('PATH', '')}"
         self.admin_user: Optional[User] = _caller()[0]  # its folders are the caller's own
         self.default_user: Optional[User] = None
         self.private_pids = self.isolated  # each command's own PID namespace
@@ -318,12 +333,26 @@ class LocalSandbox:
         if refusal is not None:
             self._remove_root()
             raise SandboxError(refusal)
+        base = base_env()
+        if self.isolated:
+            homes = [home for _, _, home in self._users.values()]
+            own = ["/solution", *("/" + entry for entry in _PRIVATE), *_TMPFS, self.workdir, *self._mounts, *homes]
+            own += [str(self.workspace), str(self._root), *map(str, self._mounts.values())]  # seen at their host paths
+            base["PATH"] = own_path(base["PATH"], own) or DEFAULT_PATH
+        self._env = dict(env or {})
+        self.environment: Dict[str, str] = {**base, **self._env}  # what every command inherits
+        # What stands for an image here: the host's programs as this sandbox's PATH finds them. Runs
+        # on it learn its Python (bytecode.ImageTags) and stage that one's bytecode alone, some 65
+        # files fewer to unpack and remove a run; a wrong hint costs one run a compile, never a grade.
+        self.image = f"local:{self.environment.get('PATH', '')}"
         # The folders bubblewrap will make in a host folder for a mount inside it: removed again on close.
         self._mount_points = _mount_points(self.workdir, self.workspace, self._mounts) if self.isolated else []
 
     def add_user(self, user: User) -> None:
         """Makes ``user`` exist in the sandbox (see the class docstring); a uid needs nothing."""
         name = str(user).partition(":")[0]
+        if name.isdigit():
+            self._uids.add(int(name))
         if self.single_user or not name or name.isdigit() or name in self._users:
             return
         try:
@@ -331,7 +360,7 @@ class LocalSandbox:
             return
         except KeyError:
             pass
-        taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for uid, _, _ in self._users.values()}
+        taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for uid, _, _ in self._users.values()} | self._uids
         uid = next(number for number in range(1000, 60000) if number not in taken)
         self._users[name] = (uid, uid, f"/home/{name}")
         (self._root / "home" / name).mkdir(parents=True, exist_ok=True)
