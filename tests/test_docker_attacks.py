@@ -32,6 +32,7 @@ def write(root: Path, files: Dict[str, str]) -> Path:
 def users_sandbox(client: Any, workspace: Path, **options: Any) -> DockerSandbox:
     """A sandbox of the suite's image with the users ``agent`` and ``grader``, working in /workspace."""
     image, volumes = users_image(client)
+    volumes = {**volumes, **options.pop("volumes", {})}
     return DockerSandbox(
         image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, workdir="/workspace", **options
     )
@@ -45,11 +46,12 @@ def attack(
     before: Optional[Callable[[DockerSandbox], Awaitable[None]]] = None,
     after: Optional[Callable[[DockerSandbox], Awaitable[Any]]] = None,
     env: Optional[Dict[str, str]] = None,
+    volumes: Optional[Dict[str, Dict[str, str]]] = None,
 ) -> tuple:
     plan = plan_verification(load_task(task_dir))
 
     async def run() -> tuple:
-        async with users_sandbox(client, workspace, env=env) as sandbox:
+        async with users_sandbox(client, workspace, env=env, volumes=volumes or {}) as sandbox:
             await sandbox.exec("chown -R agent /workspace", user="root")
             if before is not None:
                 await before(sandbox)

@@ -3,6 +3,7 @@ tag (the done marker and bytecode per image). Each found a way through; each is 
 asked for the exit status wherever code of the task could reach grading's shell, results with anything
 in front of the real ones are damage, and the cache tag never drops a task's own files."""
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,67 @@ def test_a_shell_verifiers_user_that_cuts_grading_short_scores_0_and_leaves_noth
     workspace = write(tmp_path / "ws", {"prog.py": OWN_DAEMON})
     outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors)
     assert (outcome.reward, outcome.masked, survivors) == (0.0, False, ""), (outcome, survivors)
+
+
+# Red team 82: the agent's leftover, started before grading, fills what is left of the disk as the
+# program test.sh ran as `grader` (which read the answers: a wrong one) kills the grading shell, and
+# keeps taking whatever is freed. Reclaim, which stops it and empties /tests, used to let it go on
+# before reading the disk, which it had filled again by then: a forfeit's 0 became a disk_full mask.
+REFILLER = r"""
+import os, time
+fd = os.open("/tmp/filler", os.O_WRONLY | os.O_CREAT, 0o600)
+os.write(fd, bytes(12 << 20))  # the rollout's doing: most of the disk, 4 MB left
+while not os.path.exists("/tmp/go"):
+    time.sleep(0.001)
+end = time.time() + 60
+while time.time() < end:
+    for size in (1 << 20, 4096):
+        try:
+            os.write(fd, bytes(size))
+        except OSError:
+            pass
+"""
+KILLS_ITS_SHELL = (
+    IN_SANDBOX
+    + r"""
+import os, signal
+open("/tmp/go", "w").close()
+os.kill(grading_shell(), signal.SIGKILL)
+"""
+)
+
+
+def test_a_disk_filled_after_a_forfeit_never_masks_it(docker_client, tmp_path):
+    import subprocess
+
+    from test_attacks import needs_root
+    from test_docker_attacks import attack, leave_behind
+
+    needs_root()
+    disk = tmp_path / "disk"  # one small disk under /tests, /logs and /tmp, as a sandbox's one disk
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], check=True)
+    try:
+        for folder in ("tests", "logs", "tmp"):
+            (disk / folder).mkdir()
+        (disk / "tmp").chmod(0o1777)
+        task_dir = write(
+            tmp_path / "task",
+            {
+                "task.toml": '[verifier]\nuser = "grader"\n',
+                "tests/test.sh": "python3 /workspace/prog.py\necho 0 > /logs/verifier/reward.txt\n",
+            },
+        )
+        workspace = write(tmp_path / "ws", {"prog.py": KILLS_ITS_SHELL})
+
+        async def before(sandbox: Any) -> None:
+            await leave_behind(sandbox, f"exec python3 -c {shlex.quote(REFILLER)}")
+
+        volumes = {str(disk / folder): {"bind": f"/{folder}", "mode": "rw"} for folder in ("tests", "logs", "tmp")}
+        outcome, _ = attack(docker_client, task_dir, workspace, before=before, volumes=volumes)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "harbor:missing_reward"), outcome
 
 
 # Without killing anything: results written into fd 6 before finish packs its own are read first
