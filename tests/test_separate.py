@@ -188,11 +188,12 @@ def test_the_run_collects_stops_then_grades_in_a_fresh_sandbox(tmp_path):
     assert specs[0].image == "agent:1" and specs[0].workdir == "/app"
 
 
-@pytest.mark.parametrize("answer, reward", [("41", 0.0), ("42", 1.0)])
-def test_folders_nested_past_what_a_copy_can_make_score_the_answer_never_mask(tmp_path, answer, reward):
+@pytest.mark.parametrize("answer", ["41", "42"])
+def test_folders_nested_past_what_a_copy_can_make_score_0_never_mask(tmp_path, answer):
     # The agent nests folders beside its answer until no path of them can be made on the host (past
     # Python's recursion limit and Linux's PATH_MAX): masking the sample would spare a wrong answer
-    # its 0. The copy is cut short there, and the verifier grades the answer.
+    # its 0. The copy is cut short there, which is the agent's doing: 0, the right answer's too (the
+    # verifier graded the rest, until red team 85 chose what the rest left out).
     from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox, namespaces_available
 
     if not namespaces_available():
@@ -213,7 +214,7 @@ def test_folders_nested_past_what_a_copy_can_make_score_the_answer_never_mask(tm
 
     with nested_folders(workspace / "deep", ["a"] * 2100, scratch=tmp_path):
         outcome = asyncio.run(go())
-    assert (outcome.reward, outcome.masked, outcome.mask_reason) == (reward, False, None), outcome.detail
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "artifacts_cut_short"), outcome
 
 
 def test_a_verifier_sandbox_that_cannot_start_masks_and_a_refusal_raises(tmp_path):
@@ -321,3 +322,32 @@ def test_what_the_local_sandbox_cannot_give_a_separate_verifier_is_refused(tmp_p
     ran = gym("verify", str(task), "--mount", f"{agent_etc}:/etc")
     assert ran.returncode == 1, ran.stdout
     assert message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
+    # Red team 85: the collection's limits leave out what passes them and go on, so the agent chose what
+    # the verifier would not see: told to delete secret.txt, it kept it and put 20,000 entries before it,
+    # and a verifier that checks the file is gone graded the rest: 1.0. An artifact cut short by what the
+    # agent left is its doing: 0, never graded (whatever the rest holds) and never masked.
+    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
+
+    toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
+    test_sh = 'if [ "$(cat /app/main.py)" = ok ] && [ ! -e /app/secret.txt ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    workspace = write_files(tmp_path / "agent", {"main.py": "ok", "secret.txt": "kept"})
+    (workspace / "pad").mkdir()
+    for number in range(20000):
+        (workspace / "pad" / f"{number:05d}").touch()
+
+    @asynccontextmanager
+    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
+            yield fresh
+
+    async def go() -> Any:
+        async with LocalSandbox(workspace, workdir="/app") as agent:
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    outcome = asyncio.run(go())
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert outcome.failure_kind == "artifacts_cut_short" and "/app/pad/" in outcome.detail, outcome.detail

@@ -34,7 +34,8 @@ Choices, where Harbor or the contract is silent or differs:
   truncated; an archive larger than ``transfer_limit`` is refused by the sandbox and the artifact is
   skipped whole. A path nested more than ``MAX_ARTIFACT_DEPTH`` folders inside its artifact or longer
   than ``MAX_ARTIFACT_PATH`` bytes is left out in the same way: a tree the agent built so that no
-  copy can make it cuts the artifact short, never fails the sample. Devices, FIFOs and sockets are
+  copy can make it cuts the artifact short, never fails the collection (a separate verification then
+  scores the sample 0: ``separate.incomplete_artifacts``). Devices, FIFOs and sockets are
   left out. Set-id and sticky bits are dropped; on the host a file keeps its mode plus ``u+rw``, a
   folder plus ``u+rwx``, and modification times.
 - **Missing** sources are reported, never fatal; the convention folder is never reported missing
@@ -156,7 +157,9 @@ class CollectedArtifact:
 @dataclass(frozen=True)
 class CollectedArtifacts:
     """What ``collect_artifacts`` brought out: the copies, the sources that were not there, and what
-    was left out (at most ``MAX_REPORTED`` listed, ``more_skipped`` beyond them)."""
+    was left out (at most ``MAX_REPORTED`` listed, ``more_skipped`` beyond them); ``cut``, the sources
+    left out whole for what the sandbox held there (an archive over the limit, a socket, an unsafe
+    archive, a stall, a link among the parent folders)."""
 
     folder: Path
     artifacts: Tuple[CollectedArtifact, ...] = ()
@@ -164,11 +167,17 @@ class CollectedArtifacts:
     skipped: Tuple[Skipped, ...] = ()
     more_skipped: int = 0
     excluded: int = 0
+    cut: Tuple[str, ...] = ()
 
     @property
     def truncated(self) -> Tuple[str, ...]:
         """The sources whose copy a limit cut short."""
         return tuple(item.artifact.source for item in self.artifacts if item.truncated)
+
+    @property
+    def incomplete(self) -> Tuple[str, ...]:
+        """The sources not copied whole for what the sandbox held: cut short, or left out whole."""
+        return (*self.truncated, *self.cut)
 
     @property
     def files(self) -> int:
@@ -772,12 +781,18 @@ class _Collection:
         self.skipped: List[Skipped] = []
         self.more_skipped = 0
         self.excluded = 0
+        self.cut: List[str] = []
 
     def skip(self, path: str, reason: str) -> None:
         if len(self.skipped) < MAX_REPORTED:
             self.skipped.append(Skipped(path, reason))
         else:
             self.more_skipped += 1
+
+    def skip_whole(self, artifact: Artifact, reason: str) -> None:
+        """Leaves ``artifact`` out for what the sandbox held there (``CollectedArtifacts.cut``)."""
+        self.skip(artifact.source, reason)
+        self.cut.append(artifact.source)
 
     def take(self, artifact: Artifact, data: IO[bytes], cut: bool = False) -> None:
         """Copies the archive ``data`` of ``artifact`` to its host copy, as ``plan_copy`` says;
@@ -786,7 +801,7 @@ class _Collection:
             with open_tar(data) as archive:
                 entries, members = _entries(archive, artifact.source)
                 if not entries:
-                    self.skip(artifact.source, "not a file, folder or symbolic link (a socket, which no archive holds)")
+                    self.skip_whole(artifact, "not a file, folder or symbolic link (a socket, which no archive holds)")
                     return
                 exclude = artifact.exclude if entries[0].kind == FOLDER else ()
                 plan = plan_copy(entries, exclude, bytes_left=self.bytes_left, files_left=self.files_left)
@@ -799,7 +814,7 @@ class _Collection:
                 _remove(target)
                 _write(archive, members, plan, target)
         except UnsafeTar as error:  # names of the agent's, read by the engine's own tar writer
-            self.skip(artifact.source, str(error))
+            self.skip_whole(artifact, str(error))
             return
         except _DAMAGED as error:
             raise SandboxError(f"the archive of {artifact.source} from the sandbox is damaged: {error}") from error
@@ -818,6 +833,7 @@ class _Collection:
             tuple(self.skipped),
             self.more_skipped,
             self.excluded,
+            tuple(self.cut),
         )
 
 
@@ -884,18 +900,21 @@ async def _collect_by_archive(
         except CopyStalled as stall:
             if not frozen:  # nothing of the agent's runs (or it runs freely): the sandbox failed
                 raise
-            tally.skip(artifact.source, f"{stall} (a paused process of the agent's holds a lease on a file in it?)")
+            reason = f"{stall} (a paused process of the agent's holds a lease on a file in it?)"
             whole = complete_members(stall.partial)
             if whole:
+                tally.skip(artifact.source, reason)
                 await _off_the_loop(tally.take, artifact, io.BytesIO(whole), True)
+            else:
+                tally.skip_whole(artifact, reason)
             continue
         except Exception as error:  # any fault of the sandbox or its provider, or no such path
             if str(error).endswith(f" is larger than {limit} bytes"):
-                tally.skip(artifact.source, f"its archive is larger than {limit} bytes (exclusions apply after it)")
+                tally.skip_whole(artifact, f"its archive is larger than {limit} bytes (exclusions apply after it)")
             elif source_missing(error):
                 _report_missing(tally, artifact)
             elif isinstance(error, LinkEscape):
-                tally.skip(artifact.source, "a link among its parent folders leads out of the sandbox: never followed")
+                tally.skip_whole(artifact, "a link among its parent folders leads out of the sandbox: never followed")
             else:
                 raise _fault(f"copying {artifact.source} out of the sandbox", error) from error
             continue
@@ -923,7 +942,7 @@ async def _collect_by_tar(sandbox: Sandbox, wanted: Sequence[Artifact], limit: i
                 if status[0] == "missing":
                     _report_missing(tally, artifact)
                 elif status[0] == "large":
-                    tally.skip(artifact.source, f"its archive is larger than {limit} bytes (exclusions apply after it)")
+                    tally.skip_whole(artifact, f"its archive is larger than {limit} bytes (exclusions apply after it)")
                 elif status[0] == "ok" and len(status) == 2:
                     local = Path(scratch) / f"{index}.tar"
                     try:

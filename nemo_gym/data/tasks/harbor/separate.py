@@ -23,7 +23,7 @@ from nemo_gym.data.tasks.harbor.env_templates import resolve_env
 from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
 from nemo_gym.data.tasks.harbor.network import verifier_network
 from nemo_gym.data.tasks.harbor.sandboxes.base import Sandbox, require_started, sandbox_option
-from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task, env_table, sidecar_refusal
+from nemo_gym.data.tasks.harbor.task import Task, TaskError, as_task, env_table, path_within, sidecar_refusal
 from nemo_gym.data.tasks.harbor.verification import (
     ENTRYPOINT_FAILED,
     ENTRYPOINT_LOG,
@@ -224,6 +224,13 @@ async def _apart(
                 await stop()
             except Exception as error:  # the agent's sandbox is done with either way
                 LOGGER.warning("stopping the agent's sandbox failed: %s", error)
+        cut = incomplete_artifacts(collected, artifacts)
+        if cut:
+            return VerificationOutcome(
+                reward=0.0,
+                failure_kind=ARTIFACTS_CUT_SHORT,
+                detail=plan.redact(cut),
+            )
         try:
             async with opening as verifier:
                 # the user the verifier will run as there: with no user named, its image's USER (red team 74)
@@ -247,6 +254,29 @@ async def _apart(
             raise
         except Exception as error:  # the verifier's sandbox could not start or was lost
             return _mask(plan, "sandbox_error", f"the separate verifier's sandbox failed: {_describe(error)}")
+
+
+# The failure kind of a sample whose artifacts did not come out whole for what the agent left in them.
+ARTIFACTS_CUT_SHORT = "artifacts_cut_short"
+
+
+def incomplete_artifacts(collected: CollectedArtifacts, artifacts: Sequence[Artifact]) -> str:
+    """Why the verifier cannot be given the task's ``artifacts`` whole, or "": one was cut short or
+    left out whole for what the agent left in it (more than the limits, a socket, a stall). The limits
+    leave out what passes them and go on, so the agent would choose what the verifier does not see
+    (red team 85: told to delete secret.txt, it kept it behind 20,000 entries, and a verifier that
+    checks it is gone gave 1.0); so such a sample scores 0, whatever the rest holds. The convention
+    folder and the transcript, the agent's logs, are not the task's."""
+    sources = {artifact.source for artifact in artifacts}
+    cut = [source for source in dict.fromkeys(collected.incomplete) if source in sources]
+    if not cut:
+        return ""
+    within = [item for item in collected.skipped if any(path_within(item.path, source) for source in cut)]
+    shown = "; ".join(f"{item.path!r} ({item.reason})" for item in within[:3])
+    return (
+        f"the artifact(s) {', '.join(cut)} could not be copied whole for what the agent left in them "
+        f"({shown or 'cut short by the limits'}): the agent's doing, scored 0"
+    )
 
 
 async def _collect_quietly(
@@ -292,4 +322,11 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-__all__ = ["TRANSCRIPT", "VerifierSandboxSpec", "run_separate_verification", "verifier_sandbox_spec"]
+__all__ = [
+    "ARTIFACTS_CUT_SHORT",
+    "TRANSCRIPT",
+    "VerifierSandboxSpec",
+    "incomplete_artifacts",
+    "run_separate_verification",
+    "verifier_sandbox_spec",
+]
