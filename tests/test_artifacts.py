@@ -354,7 +354,8 @@ def test_the_plan_keeps_folders_files_and_inner_links_and_says_what_it_left_out(
         files_left=100,
     )
     assert plan.keep == ("", "sub", "sub/f.txt", "link")
-    assert (plan.bytes, plan.files, plan.excluded, plan.limited) == (4, 4, 3, 0)
+    assert (plan.bytes, plan.files, plan.excluded, plan.limited) == (4, 6, 3, 0)
+    assert plan.placeholders == ("fifo", "passwd")  # their names stay, as empty files (red team 85)
     reasons = dict(plan.skipped)
     assert set(reasons) == {"passwd", "fifo", "sub/f.txt"}
     assert "leads out" in reasons["passwd"] and "FIFO" in reasons["fifo"] and "twice" in reasons["sub/f.txt"]
@@ -689,13 +690,17 @@ def listing(folder: Path) -> Dict[str, str]:
 
 APP_COPY = {
     "dot": "-> .",
+    "link-source": "",  # a link out of the copy, its name kept by an empty file (red team 85)
     "main": "-> src/main.py",
     "out.json": '{"answer": 42}',
+    "passwd": "",
     "secret": "not a link's business",
     "src": "/",
     "src/main.py": "#!/bin/sh\necho hi\n",
     "src/pkg": "/",
     "src/pkg/__init__.py": "",
+    "src/shadow": "",
+    "trick": "",
 }
 
 
@@ -708,11 +713,12 @@ def test_a_round_trip_copies_files_and_folders_and_never_follows_a_link_out(tmp_
     assert listing(folder / "app") == APP_COPY
     assert (folder / "result.json").read_text() == '{"answer": 42}'
     assert (folder / "logs/artifacts/notes.txt").read_text() == "published by the agent"
-    assert not os.path.lexists(folder / "link-source") and not os.path.lexists(folder / "missing.txt")
+    assert listing(folder / "link-source") == {} and (folder / "link-source").read_text() == ""  # its name kept
+    assert not os.path.lexists(folder / "missing.txt")
     assert "root:" not in "".join(listing(folder).values())  # /etc/passwd was never read
     assert collected.missing == ("/app/missing.txt",)
     assert collected.describe().startswith(
-        "3 artifact(s), 12 file(s), 89 bytes, missing: /app/missing.txt, 5 left out:"
+        "4 artifact(s), 17 file(s), 89 bytes, missing: /app/missing.txt, 5 left out:"
     )
     reasons = {item.path: item.reason for item in collected.skipped}
     assert set(reasons) == {"/app/passwd", "/app/src/shadow", "/app/trick", "/app/link-source"}
@@ -722,6 +728,7 @@ def test_a_round_trip_copies_files_and_folders_and_never_follows_a_link_out(tmp_
         ("/logs/artifacts", FOLDER),
         ("/app", FOLDER),
         ("/app/out.json", FILE),
+        ("/app/link-source", FILE),
     ]
     assert (folder / "app/src/main.py").stat().st_mode & 0o777 == 0o755
 
@@ -732,7 +739,7 @@ def test_a_round_trip_copies_files_and_folders_and_never_follows_a_link_out(tmp_
         seen["main"] = (await sandbox.exec("./main", cwd="/app")).stdout
 
     verifier = deliver_locally(tmp_path / "v", mode, collected, after=look)
-    assert [command.count("tar -x") for command in COMMANDS] == ([3] if mode == "tar" else [])
+    assert [command.count("tar -x") for command in COMMANDS] == ([4] if mode == "tar" else [])
     # The folder's place was emptied (the image's stale.txt is gone), then filled; links kept inside.
     assert listing(verifier) == APP_COPY
     assert seen == {"logs": "published by the agent", "main": "hi\n"}
@@ -837,7 +844,8 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_never_a_sandbox_fault
     artifacts = (Artifact("/data/res/out.json", "out.json"), Artifact("/data/a/x", "x"), Artifact("/data", "data"))
     collected = collect_locally(tmp_path, mode, artifacts, mounts={"/data": data})
     assert collected.missing == ("/data/res/out.json", "/data/a/x")
-    assert listing(tmp_path / "collected" / "data") == {"answer.txt": "42"}  # the links lead nowhere it holds
+    # The links lead nowhere it holds: their names stay, as empty files (red team 85).
+    assert listing(tmp_path / "collected" / "data") == {"a": "", "answer.txt": "42", "b": "", "res": ""}
 
 
 @pytest.mark.parametrize("mode", MODES)

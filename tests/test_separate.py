@@ -351,3 +351,30 @@ def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
     outcome = asyncio.run(go())
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert outcome.failure_kind == "artifacts_cut_short" and "/app/pad/" in outcome.detail, outcome.detail
+
+
+@pytest.mark.parametrize("left", ["ln -s /etc/hostname secret.txt", "mkfifo secret.txt", "ln -s /nowhere secret.txt"])
+def test_a_file_the_agent_made_a_link_out_or_a_fifo_is_still_there_for_the_verifier(tmp_path, left):
+    # Red team 85, the same trick without the limits: a link out of the artifact (or a FIFO) is left out
+    # of the copy, so a secret.txt the agent was told to delete and made a link to anywhere looked gone:
+    # 1.0. Its name now stays, as an empty file no one but root may read (a dangling link too, which
+    # Harbor's verifier would call gone: the agent made a link where it was told to delete a file).
+    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
+
+    toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
+    test_sh = 'if [ "$(cat /app/main.py)" = ok ] && [ ! -e /app/secret.txt ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    workspace = write_files(tmp_path / "agent", {"main.py": "ok"})
+    subprocess.run(left, shell=True, cwd=workspace, check=True)
+
+    @asynccontextmanager
+    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
+            yield fresh
+
+    async def go() -> Any:
+        async with LocalSandbox(workspace, workdir="/app") as agent:
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    outcome = asyncio.run(go())
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome

@@ -28,7 +28,10 @@ Choices, where Harbor or the contract is silent or differs:
   the copy itself holds; a link that is absolute, leads out of the source, dangles or loops is
   left out and reported. So no copy can reach outside itself, here or in the verifier's sandbox,
   where a link to ``/etc/passwd`` or ``/tests/expected.txt`` would read the verifier's own file. A
-  source that is itself a link is skipped and reported. A hard link is copied as a file.
+  source that is itself a link is left out likewise. A hard link is copied as a file. What is left
+  out for what it is (such a link, a device, a FIFO) keeps its name, as an empty file (0600): a file
+  the agent was told to delete and made a link out of the artifact must not look gone to a verifier
+  that checks it is (red team 85). A socket no archive holds: it is gone from the copy.
 - **Limits.** ``MAX_ARTIFACT_BYTES`` and ``MAX_ARTIFACT_FILES`` bound a whole collection (every
   artifact together). A file that would pass either is left out, and the artifact is reported
   truncated; an archive larger than ``transfer_limit`` is refused by the sandbox and the artifact is
@@ -419,7 +422,7 @@ class Entry:
 @dataclass(frozen=True)
 class CopyPlan:
     """What ``plan_copy`` keeps of an archive, in the order to write it (folders before what they
-    hold, links last), and what it leaves out."""
+    hold, links last), what stands in for what it leaves out (``placeholders``), and what it leaves out."""
 
     keep: Tuple[str, ...] = ()
     skipped: Tuple[Tuple[str, str], ...] = ()  # (relative path, why)
@@ -427,6 +430,7 @@ class CopyPlan:
     excluded: int = 0
     bytes: int = 0
     files: int = 0
+    placeholders: Tuple[str, ...] = ()  # empty files no one but root may read, in a folder the copy holds
 
 
 def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_left: int, files_left: int) -> CopyPlan:
@@ -436,12 +440,12 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
         return CopyPlan()
     root = entries[0]
     over_files = f"over the limit of {files_left} more files"
-    if root.kind == LINK:
-        return CopyPlan(skipped=(("", "a symbolic link, which is never followed"),))
-    if root.kind not in (FILE, FOLDER):
-        return CopyPlan(skipped=(("", "not a file or folder (a device, FIFO or socket)"),))
     if files_left < 1:
         return CopyPlan(skipped=(("", over_files),), limited=1)
+    if root.kind == LINK:
+        return CopyPlan(skipped=(("", "a symbolic link, which is never followed"),), files=1, placeholders=("",))
+    if root.kind not in (FILE, FOLDER):
+        return CopyPlan(skipped=(("", "not a file or folder (a device, FIFO or socket)"),), files=1, placeholders=("",))
     if root.kind == FILE:
         if root.size > bytes_left:
             return CopyPlan(skipped=(("", f"its {root.size} bytes are over the {bytes_left} bytes left"),), limited=1)
@@ -453,6 +457,7 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
     files: Set[str] = set()
     gone: Dict[str, str] = {"": _EXCLUDED} if _matches_itself("", patterns) else {}
     links: Dict[str, str] = {}
+    placeholders: List[str] = []
     limited = excluded = used_bytes = 0
     used_files = 1
     for entry in entries[1:]:
@@ -483,6 +488,7 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
             links[path] = entry.target
         elif entry.kind not in (FILE, FOLDER):
             gone[path] = _SKIPPED
+            placeholders.append(path)
             skipped.append((path, "not a file, folder or symbolic link (a device, FIFO or socket)"))
         elif used_files >= files_left or (entry.kind == FILE and used_bytes + entry.size > bytes_left):
             gone[path] = _LIMITED
@@ -501,8 +507,10 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
     capped: Dict[str, str] = {}
     for path, target in links.items():
         if path in unchecked:
+            placeholders.append(path)
             skipped.append((path, f"a symbolic link left unchecked: the artifact's links took {MAX_LINK_WORK} steps"))
         elif path not in vetted:
+            placeholders.append(path)
             skipped.append((path, "a symbolic link that leads out of the artifact, or to nothing it holds"))
         elif used_files + len(capped) >= files_left:
             limited += 1
@@ -512,9 +520,16 @@ def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_le
     final = vetted_links(capped, folders, files)
     for path in capped:
         if path not in final:
+            placeholders.append(path)
             skipped.append((path, "a symbolic link through another one left out for the limits"))
     keep.extend(final)
-    return CopyPlan(tuple(keep), tuple(skipped), limited, excluded, used_bytes, used_files + len(final))
+    # What is left out for what it is keeps its name (red team 85: a file the agent was told to delete,
+    # made a link out of the artifact, looked gone to a verifier that checks it is), within the limits.
+    room = max(0, files_left - used_files - len(final))
+    limited += max(0, len(placeholders) - room)
+    placeholders = placeholders[:room]
+    files_used = used_files + len(final) + len(placeholders)
+    return CopyPlan(tuple(keep), tuple(skipped), limited, excluded, used_bytes, files_used, tuple(placeholders))
 
 
 def _too_far(path: str) -> Optional[str]:
@@ -753,6 +768,10 @@ def _write(archive: tarfile.TarFile, members: Mapping[str, tarfile.TarInfo], pla
                 shutil.copyfileobj(extracted, handle, 1 << 20)
             os.chmod(path, (member.mode & 0o777) | 0o600)
             os.utime(path, (member.mtime, member.mtime))
+    for relative in plan.placeholders:
+        os.close(
+            os.open(target.joinpath(*relative.split("/")), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        )
     for path, member in reversed(folders):  # innermost first: writing inside a folder changes its time
         os.chmod(path, (member.mode & 0o777) | 0o700)
         os.utime(path, (member.mtime, member.mtime))
@@ -808,7 +827,7 @@ class _Collection:
                 for relative, reason in plan.skipped:
                     self.skip(posixpath.join(artifact.source, relative) if relative else artifact.source, reason)
                 self.excluded += plan.excluded
-                if not plan.keep:
+                if not plan.keep and not plan.placeholders:
                     return
                 target = _make_folders(self.folder, artifact.destination)
                 _remove(target)
