@@ -357,7 +357,7 @@ def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
 def test_a_file_the_agent_made_a_link_out_or_a_fifo_is_still_there_for_the_verifier(tmp_path, left):
     # Red team 85, the same trick without the limits: a link out of the artifact (or a FIFO) is left out
     # of the copy, so a secret.txt the agent was told to delete and made a link to anywhere looked gone:
-    # 1.0. Its name now stays, as an empty file no one but root may read (a dangling link too, which
+    # 1.0. Its name now stays, as an empty file (a dangling link's too, which
     # Harbor's verifier would call gone: the agent made a link where it was told to delete a file).
     from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
 

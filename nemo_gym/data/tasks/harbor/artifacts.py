@@ -430,7 +430,7 @@ class CopyPlan:
     excluded: int = 0
     bytes: int = 0
     files: int = 0
-    placeholders: Tuple[str, ...] = ()  # empty files no one but root may read, in a folder the copy holds
+    placeholders: Tuple[str, ...] = ()  # empty files (0600) in their place, in a folder the copy holds
 
 
 def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_left: int, files_left: int) -> CopyPlan:
