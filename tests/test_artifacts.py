@@ -493,6 +493,10 @@ class ArchiveOf:
 
     def __init__(self, answer: Callable[[str], bytes]) -> None:
         self.answer = answer
+        self.admin_user = "root"
+
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        return ExecResult("", "", 0)  # no parent folder of any artifact is a link (linked_parents_script)
 
     async def put_archive(self, folder: str, data: bytes) -> None:
         raise AssertionError("not used")
@@ -966,6 +970,11 @@ class Faulty:
 
 
 class FaultyArchives(Faulty):
+    async def exec(self, command: str, **options: Any) -> ExecResult:
+        if self.archive is not None:  # a working sandbox, whose archives are hostile
+            return ExecResult("", "", 0)
+        return await super().exec(command, **options)
+
     async def get_archive(self, path: str, *, limit: int) -> bytes:
         if self.archive is not None:
             return self.archive
@@ -1219,3 +1228,31 @@ def test_the_artifacts_owner_is_never_the_verifiers_uid(owner, verifier_user, gi
     script = stubs + hand_over_script(["/app", "/logs/artifacts"], owner, verifier_user)
     ran = subprocess.run(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert ran.stdout == f"chown -hR -- {given} /app /logs/artifacts\n", ran.stdout
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_parent_folder_the_agent_made_a_link_is_never_followed_as_root(tmp_path, mode, local):
+    # Red team 85: the artifact /app/out/answer.txt, and the agent (nobody) made /app/out a link to a
+    # root-only folder of the image's holding an answer.txt: the copy, made as root, followed it, and the
+    # verifier read the hidden answer (1.0). A parent folder that is a link of anyone's but root's leaves
+    # the artifact out whole (which a separate verification scores 0).
+    from test_attacks import needs_root
+
+    needs_root()
+    hidden = write_files(tmp_path / "hidden", {"secret/answer.txt": "42"})
+    (hidden / "secret").chmod(0o700)
+    workspace = write_files(tmp_path / "agent", {})
+    workspace.chmod(0o777)
+
+    async def go() -> CollectedArtifacts:
+        async with LocalSandbox(workspace, workdir="/app", mounts={"/srv": hidden}) as agent:
+            made = await agent.exec("ln -s /srv/secret /app/out && cat /app/out/answer.txt", user="nobody")
+            assert made.return_code != 0 and "Permission denied" in made.stderr, made  # the agent cannot read it
+            sandbox: Any = agent if mode == "archive" else TarOnly(agent)
+            return await collect_artifacts(
+                sandbox, [Artifact("/app/out/answer.txt", "app/out/answer.txt")], tmp_path / "collected"
+            )
+
+    collected = run(go())
+    assert not os.path.lexists(tmp_path / "collected" / "app/out/answer.txt")
+    assert collected.cut == ("/app/out/answer.txt",), collected

@@ -53,15 +53,20 @@ ARTIFACTS = (
 
 # What the verifier's container holds afterwards: path, type, mode, owner, and a link's target or
 # a file's text (find -printf; the image's own /app/stale.txt is gone).
+# The FIFO and the links out of /app are empty files there, their names kept (red team 85).
 EXPECTED = """\
 /app d 755 1000
 /app/dot l 777 1000 .
+/app/fifo f 600 1000
 /app/hard-link f 755 1000 #!/bin/sh|echo ran|
+/app/link-source f 600 1000
 /app/out.json f 644 1000 {"answer": 42}
+/app/passwd f 600 1000
 /app/run l 777 1000 run.sh
 /app/run.sh f 755 1000 #!/bin/sh|echo ran|
 /app/src d 755 1000
 /app/src/main.py f 644 1000 print('hi')|
+/app/trick f 600 1000
 /logs/artifacts d 755 1000
 /logs/artifacts/notes.txt f 644 1000 published by the agent|
 /var/log/api/orders.log f 644 1000 GET /orders 200|
@@ -72,7 +77,7 @@ SHOW = (
     'printf "%s %s %s %s" "$path" "$(stat -c %F "$path" | cut -c1 | tr sr lf)" "$(stat -c %a "$path")" '
     '"$(stat -c %u "$path")"; '
     'if [ -L "$path" ]; then printf " %s" "$(readlink "$path")"; '
-    'elif [ -f "$path" ]; then printf " %s" "$(tr "\\n" "|" < "$path")"; fi; echo; done'
+    'elif [ -f "$path" ] && [ -s "$path" ]; then printf " %s" "$(tr "\\n" "|" < "$path")"; fi; echo; done'
 )
 
 
@@ -116,6 +121,7 @@ def test_a_round_trip_between_two_containers(docker_client, tmp_path):
         ("/logs/artifacts", FOLDER),
         ("/app", FOLDER),
         ("/var/log/api/orders.log", FILE),
+        ("/app/link-source", FILE),  # a link: its name kept by an empty file (red team 85)
     ]
     assert collected.missing == ("/app/missing.txt", "/app/run.sh/x")
     assert {item.path for item in collected.skipped} == {"/app/fifo", "/app/passwd", "/app/trick", "/app/link-source"}
@@ -213,6 +219,21 @@ def test_a_socket_where_an_artifact_should_be_is_left_out_in_a_container(docker_
     assert [(item.path, item.reason) for item in collected.skipped] == [
         ("/app/out.json", "not a file, folder or symbolic link (a socket, which no archive holds)")
     ]
+
+
+def test_a_parent_folder_the_agent_made_a_link_is_never_followed_in_a_container(docker_client, tmp_path):
+    # Red team 85: the engine resolves an artifact's path as root, so /app/out -> /srv/secret, made by an
+    # agent that cannot read there, had the verifier read the image's hidden answer.txt (1.0).
+    setup = (
+        "mkdir -p -m 0700 /srv/secret && echo 42 > /srv/secret/answer.txt && chmod 777 /app && "
+        "setpriv --reuid=nobody --regid=nogroup --clear-groups ln -s /srv/secret /app/out && "
+        "ln -s /srv/secret /app/root-made"  # an image's own link, root's: followed, as Harbor does
+    )
+    artifacts = [Artifact("/app/out/answer.txt", "answer.txt"), Artifact("/app/root-made/answer.txt", "root.txt")]
+    collected = collect_after(docker_client, setup, artifacts, tmp_path / "out")
+    assert collected.cut == ("/app/out/answer.txt",), collected
+    assert not (tmp_path / "out" / "answer.txt").exists()
+    assert (tmp_path / "out" / "root.txt").read_text() == "42\n"
 
 
 def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker_client, tmp_path):

@@ -573,20 +573,34 @@ def delivery_script(items: Sequence[CollectedArtifact]) -> str:
     return "\n".join(lines)
 
 
+def _linked_parent_test(source: str) -> str:
+    """A bash test that holds when one of ``source``'s parent folders is a symbolic link of anyone's
+    but root's: the copy, made as root, would follow it, so the agent (who may not read there itself)
+    could have the verifier read any file of the image's by the artifact's name (red team 85). A
+    root's link is the image's own (``/var/run``, a merged ``/usr``)."""
+    parts = _parts(source)[:-1]
+    prefixes = " ".join(shlex.quote("/" + "/".join(parts[: depth + 1])) for depth in range(len(parts)))
+    if not prefixes:
+        return "false"
+    return f'{{ for p in {prefixes}; do [ -L "$p" ] && [ "$(stat -c %u -- "$p")" != 0 ] && exit 0; done; exit 1; }}'
+
+
 def collect_script(sources: Sequence[str], tmp_dir: str, limit: int) -> str:
     """The bash that tars each source (links as links) into a private file in ``tmp_dir``, at most
     ``limit`` bytes, for a sandbox without archive calls. It prints ``INDEX ok FILE``, ``INDEX
-    missing``, ``INDEX large`` or ``INDEX failed STATUS`` per source; it needs ``tar``, ``mktemp``,
-    ``head`` and ``wc``. tar's status 1 (a file changed as it was read) and 2 (one vanished, or could
-    not be read) still give an archive, which the host then reads whole or refuses: the agent's
-    processes still run, and must not be able to mask the sample by deleting a file at the right time."""
+    missing``, ``INDEX large``, ``INDEX linked`` (``_linked_parent_test``) or ``INDEX failed STATUS``
+    per source; it needs ``tar``, ``mktemp``, ``head``, ``wc`` and ``stat``. tar's status 1 (a file
+    changed as it was read) and 2 (one vanished, or could not be read) still give an archive, which the
+    host then reads whole or refuses: the agent's processes still run, and must not be able to mask
+    the sample by deleting a file at the right time."""
     template = shlex.quote(posixpath.join(tmp_dir, "nemo-gym-artifact-XXXXXXXX"))
     lines = ["umask 077"]
     for index, source in enumerate(sources):
         path = shlex.quote(source)
         parent, name = (shlex.quote(part or "/") for part in posixpath.split(source))
         lines.append(
-            f"if [ ! -e {path} ] && [ ! -L {path} ]; then echo '{index} missing'; else "
+            f"if ( {_linked_parent_test(source)} ); then echo '{index} linked'; "
+            f"elif [ ! -e {path} ] && [ ! -L {path} ]; then echo '{index} missing'; else "
             f"t=$(mktemp {template}) || exit 90; "
             f'tar -c -f - -C {parent} -- {name} 2>/dev/null | head -c {limit + 1} > "$t"; '
             f'status=("${{PIPESTATUS[@]}}"); size=$(wc -c < "$t"); '
@@ -910,10 +924,24 @@ def _report_missing(tally: _Collection, artifact: Artifact) -> None:
         tally.missing.append(artifact.source)
 
 
+# Why an artifact whose parent folders hold an agent's link is left out (``_linked_parent_test``).
+LINKED_PARENT = "a folder above it is a symbolic link the agent made: never followed"
+
+
 async def _collect_by_archive(
     sandbox: Any, wanted: Sequence[Artifact], limit: int, tally: _Collection, frozen: bool
 ) -> None:
+    look = getattr(sandbox, "parent_links", None)
     for artifact in wanted:
+        # The sandbox resolves the path as root (the engine in the container, the local sandbox on its
+        # host): a link of the agent's among its parents is left alone (red team 85).
+        try:
+            links = await look(artifact.source) if look is not None else []
+        except Exception as error:  # any fault of the sandbox
+            raise _fault(f"looking at the folders above {artifact.source}", error) from error
+        if any(owner != 0 for _, owner in links):
+            tally.skip_whole(artifact, LINKED_PARENT)
+            continue
         try:
             data = await sandbox.get_archive(artifact.source, limit=limit)
         except CopyStalled as stall:
@@ -962,6 +990,8 @@ async def _collect_by_tar(sandbox: Sandbox, wanted: Sequence[Artifact], limit: i
                     _report_missing(tally, artifact)
                 elif status[0] == "large":
                     tally.skip_whole(artifact, f"its archive is larger than {limit} bytes (exclusions apply after it)")
+                elif status[0] == "linked":
+                    tally.skip_whole(artifact, LINKED_PARENT)
                 elif status[0] == "ok" and len(status) == 2:
                     local = Path(scratch) / f"{index}.tar"
                     try:

@@ -11,8 +11,10 @@ the engine.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import io
+import json
 import math
 import re
 import socket
@@ -759,6 +761,35 @@ class DockerSandbox:
             raise
         except Exception as error:
             raise SandboxError(f"download of {path} failed: {error}") from error
+
+    async def parent_links(self, path: str) -> List[Tuple[str, int]]:
+        """The folders above ``path`` that are symbolic links, each with its owner's uid, as the engine
+        resolves the path (as root, in any state of the container, paused or stopped too): one stat
+        call a folder, and an archive of each link (its tar entry holds the owner)."""
+        container = self._require()
+        api = container.client.api
+        parts = [part for part in path.split("/") if part]
+
+        def look() -> List[Tuple[str, int]]:
+            found: List[Tuple[str, int]] = []
+            for depth in range(1, len(parts)):
+                prefix = "/" + "/".join(parts[:depth])
+                answer = api.head(api._url("/containers/{0}/archive", container.id), params={"path": prefix})
+                if not answer.ok:
+                    break  # missing, or a link loop (500): the archive call of the path says so
+                header = answer.headers.get("X-Docker-Container-Path-Stat", "")
+                stat = json.loads(base64.b64decode(header)) if header else {}
+                if stat.get("linkTarget"):
+                    stream, _ = container.get_archive(prefix)
+                    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+                        member = archive.next()
+                    found.append((prefix, member.uid if member is not None else -1))
+            return found
+
+        try:
+            return await in_thread(look)
+        except Exception as error:
+            raise SandboxError(f"looking at the folders above {path} failed: {error}") from error
 
     async def _put_folder(self, folder: Path, target: str) -> None:
         buffer = io.BytesIO()
