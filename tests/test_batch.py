@@ -351,3 +351,40 @@ def test_rollouts_sharing_one_sandbox_are_graded_one_after_another(tmp_path):
 
     outcomes = asyncio.run(run())
     assert [(outcome.reward, outcome.masked) for outcome in outcomes] == [(1.0, False)] * 3, outcomes
+
+
+def test_an_artifact_the_local_sandbox_cannot_place_scores_that_rollout_0_and_the_batch_goes_on(tmp_path):
+    # Red team 84: one agent left its artifact /srv/out a file where the others left a folder; a file's
+    # folder the host has (/srv) cannot be hidden, and the local verifier's sandbox raised TaskError,
+    # which stopped the batch: every other rollout's outcome lost to one agent's doing.
+    from nemo_gym.data.tasks.harbor.sandboxes.for_task import verifier_sandbox_opener
+
+    if not namespaces_available() or not Path("/srv").is_dir():
+        pytest.fail("this machine kind provides bubblewrap and /srv")
+    toml = (
+        'artifacts = ["/srv/out"]\n[verifier]\nenvironment_mode = "separate"\n'
+        '[environment]\ndocker_image = "agent:1"\nworkdir = "/workspace"\n'
+    )
+    test_sh = 'if [ "$(cat /srv/out/answer)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    honest = write_files(tmp_path / "honest", {"ws/.keep": "", "srv/out/answer": "42"})
+    hostile = write_files(tmp_path / "hostile", {"ws/.keep": "", "srv/out": "a file, not a folder"})
+
+    async def go() -> List[Any]:
+        async with AsyncExitStack() as stack:
+            sandboxes = [
+                await stack.enter_async_context(
+                    LocalSandbox(root / "ws", workdir="/workspace", mounts={"/srv": root / "srv"})
+                )
+                for root in (honest, hostile)
+            ]
+            opener = verifier_sandbox_opener(task, kind="local")
+            rollouts = [
+                Rollout(plan_verification(task), sandbox, task=task, open_verifier=opener) for sandbox in sandboxes
+            ]
+            return await verify_rollouts(rollouts, jobs=2)
+
+    first, second = asyncio.run(go())
+    assert (first.reward, first.masked) == (1.0, False), first
+    assert (second.reward, second.masked, second.failure_kind) == (0.0, False, "artifacts_cut_short"), second
+    assert "--sandbox docker" in second.detail

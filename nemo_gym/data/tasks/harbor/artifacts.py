@@ -87,6 +87,7 @@ from nemo_gym.data.tasks.harbor.task import (
     CONVENTION_ARTIFACTS,
     PROTECTED_PATHS,
     Artifact,
+    TaskError,
     artifact_destination_refusal,
     artifact_source_refusal,
     default_destination,
@@ -130,6 +131,12 @@ FILE, FOLDER, LINK, OTHER = "file", "folder", "link", "other"
 CONVENTION = Artifact(CONVENTION_ARTIFACTS, default_destination(CONVENTION_ARTIFACTS))
 
 _EXCLUDED, _LIMITED, _SKIPPED = "excluded", "limited", "skipped"
+
+
+class LandingRefused(TaskError):
+    """A sandbox cannot place an artifact as the agent left it (the local sandbox: a file whose folder
+    this machine has). This rollout's 0, not the task's error: another agent leaves a folder there, and
+    one agent's doing must not stop a batch (red team 84)."""
 
 
 # --- results -------------------------------------------------------------------------------------
@@ -1195,6 +1202,7 @@ __all__ = [
     "CollectedArtifacts",
     "CopyPlan",
     "Entry",
+    "LandingRefused",
     "Skipped",
     "claim_refusal",
     "collect_artifacts",

@@ -106,17 +106,22 @@ class Rollout:
 
 async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
     """One rollout's outcome, in shared or separate mode as its plan says. Any fault of its sandbox
-    (an agent may cause one) masks this rollout alone; the task's mistakes raise."""
+    (an agent may cause one) masks this rollout alone; the task's mistakes raise. An artifact the
+    verifier's sandbox cannot place as this agent left it (``LandingRefused``) scores it 0: another
+    agent may leave it otherwise, and one agent must not stop the batch (red team 84)."""
+    from nemo_gym.data.tasks.harbor.artifacts import LandingRefused
     from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
     from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxNotStarted
-    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
-    from nemo_gym.data.tasks.harbor.verification import count_mask, masked, run_verification
+    from nemo_gym.data.tasks.harbor.separate import ARTIFACTS_CUT_SHORT, run_separate_verification
+    from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, count_mask, masked, run_verification
 
     try:
         if rollout.plan.mode != "separate":
             return await run_verification(rollout.plan, rollout.sandbox)
         assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
         return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
+    except LandingRefused as error:
+        return VerificationOutcome(reward=0.0, failure_kind=ARTIFACTS_CUT_SHORT, detail=rollout.plan.redact(str(error)))
     except (TaskError, ImageBuildError, SandboxNotStarted):
         raise
     except Exception as error:  # this sandbox's fault, whatever its kind: this rollout's mask alone
@@ -135,7 +140,8 @@ async def verify_rollouts(
     Faults of a sandbox mask that rollout alone, as ``run_verification`` does. A rollout that
     cannot run at all (a separate-mode plan without its task or verifier sandbox) is refused with
     ``TaskError`` before any verification starts; a task's mistake found during a run (``TaskError``)
-    stops the batch and is raised, since every rollout of that task would hit it.
+    stops the batch and is raised, since every rollout of that task would hit it (but what one agent
+    left, ``verify_rollout`` says).
     """
     from nemo_gym.data.tasks.harbor.verification import check_arguments
 

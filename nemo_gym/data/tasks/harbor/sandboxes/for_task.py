@@ -329,6 +329,8 @@ def _landing_folders(landing: Sequence[Tuple[str, str]], workdir: str, where: Pa
     artifact replaces anyway; a file artifact's folder the host has is refused, since hiding it
     (``/etc``, say) would change what the verifier runs."""
 
+    from nemo_gym.data.tasks.harbor.artifacts import LandingRefused
+
     def inside(path: str, folder: str) -> bool:
         return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -339,7 +341,7 @@ def _landing_folders(landing: Sequence[Tuple[str, str]], workdir: str, where: Pa
             continue
         source, kind = folders[path]
         if kind != "folder" and os.path.lexists(path):
-            raise TaskError(
+            raise LandingRefused(
                 f"{where}: the artifact {source} lands in {path}, a folder of this machine that the local "
                 "sandbox would have to hide: add --sandbox docker, or make the artifact a folder of its own"
             )
