@@ -985,3 +985,60 @@ def test_a_numeric_agent_user_never_shares_its_uid_with_a_named_verifier(tmp_pat
             return (await sandbox.exec("id -u", user="nemo-gym-grader")).stdout.strip()
 
     assert asyncio.run(run()) != str(free)
+
+
+@pytest.mark.parametrize("lead", [1, 2])
+def test_a_secret_cut_inside_its_first_character_is_still_redacted(tmp_path, lead):
+    # Red team 84: the output's tail is cut by bytes, and a cut inside the secret's first character
+    # (é, two bytes) left a U+FFFD in its place, after which no part of the text started a form of the
+    # secret: the rest of it was shown. Padded with three-byte characters, nothing trimmed it after.
+    from nemo_gym.data.tasks.harbor.verification import REDACTION_MARGIN_BYTES
+
+    secret = "ésk-live-ABCDEF0123456789"
+    total = STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES  # what finish keeps: the output's last bytes
+    wide, rest = divmod(total + lead - len(secret.encode()), 3)
+    # The kept tail starts `lead` byte(s) into the secret (test.sh prints nothing else).
+    script = f"import os, sys; sys.stdout.buffer.write(b'x' * 4096 + os.environ['JUDGE_KEY'].encode() + '界'.encode() * {wide} + b'.' * {rest})"
+    test_sh = f'python3 -c "{script}"\necho 1 > /logs/verifier/reward.txt\n'
+    task_dir = task(
+        tmp_path / "task", {"tests/test.sh": test_sh, "task.toml": '[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\n'}
+    )
+    outcome = verify(task_dir, tmp_path, secrets={"JUDGE_KEY": secret})
+    assert "ABCDEF" not in outcome.stdout, outcome.stdout[:80]
+    assert outcome.stdout.startswith("***界"), outcome.stdout[:80]
+    assert outcome.reward == 1.0
+
+
+def test_a_secret_cut_short_in_a_detail_is_still_redacted(tmp_path):
+    # Red team 84: a reward.json value that is not a number is quoted in the detail cut to 40
+    # characters, before redaction, which then found no whole form of the secret: 39 of its characters
+    # were shown. A piece of a secret of at least 8 characters is redacted anywhere in a detail.
+    secret = "sk-live-ABCDEF0123456789-abcdefghijklmnopqrstuvwxyz"
+    test_sh = 'printf \'{"reward": "%s"}\' "$JUDGE_KEY" > /logs/verifier/reward.json\n'
+    task_dir = task(
+        tmp_path / "task", {"tests/test.sh": test_sh, "task.toml": '[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\n'}
+    )
+    outcome = verify(task_dir, tmp_path, secrets={"JUDGE_KEY": secret})
+    assert outcome.failure_kind == "harbor:invalid_reward", outcome
+    assert "ABCDEF" not in outcome.detail and "***" in outcome.detail, outcome.detail
+
+
+def test_pieces_of_a_secret_are_redacted_anywhere_in_a_detail():
+    from nemo_gym.data.tasks.harbor.redaction import redact
+
+    secret = "sk-live-ABCDEF0123456789"
+    assert redact(f"head {secret[:9]} mid {secret[5:14]}. tail", [secret], pieces=True) == "head *** mid ***. tail"
+    assert redact("a sk-live- b", [secret], pieces=True) == "a *** b"  # 8 characters or more
+    assert redact("a sk-live b", [secret], pieces=True) == "a sk-live b"  # 7: left
+    assert redact(f"x {secret[:9]}", [secret]) == f"x {secret[:9]}"  # only where asked
+
+
+def test_a_metric_named_with_a_lone_surrogate_is_scored_and_printable(tmp_path):
+    # Red team 84: a reward.json key "\ud800" (JSON lets it be) reached the outcome as it was, which
+    # no strict UTF-8 writer can write: `gym-harbor verify` died printing it, and a server's JSON would too.
+    test_sh = 'printf \'{"reward": 1, "a\\\\ud800b": 2}\' > /logs/verifier/reward.json\n'
+    outcome = verify(task(tmp_path / "task", {"tests/test.sh": test_sh}), tmp_path)
+    assert outcome.reward == 1.0, outcome
+    [name] = outcome.metrics
+    name.encode("utf-8")  # strict: raises on a lone surrogate
+    assert name.startswith("a") and name.endswith("b") and outcome.metrics[name] == 2.0

@@ -121,11 +121,13 @@ async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
         assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
         return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
     except LandingRefused as error:
-        return VerificationOutcome(reward=0.0, failure_kind=ARTIFACTS_CUT_SHORT, detail=rollout.plan.redact(str(error)))
+        return VerificationOutcome(
+            reward=0.0, failure_kind=ARTIFACTS_CUT_SHORT, detail=rollout.plan.redact(str(error), pieces=True)
+        )
     except (TaskError, ImageBuildError, SandboxNotStarted):
         raise
     except Exception as error:  # this sandbox's fault, whatever its kind: this rollout's mask alone
-        detail = rollout.plan.redact(f"the verification failed: {type(error).__name__}: {error}")
+        detail = rollout.plan.redact(f"the verification failed: {type(error).__name__}: {error}", pieces=True)
         return count_mask(masked("sandbox_error", detail))
 
 

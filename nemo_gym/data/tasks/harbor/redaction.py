@@ -2,7 +2,8 @@
 
 A verifier can print a secret as it is, escaped (``repr``, JSON) or encoded, and the output the host
 keeps is a tail cut at an arbitrary byte, so a secret can straddle the cut. ``redact`` replaces
-every form, and, in text that was cut, any tail of a form that the text starts with.
+every form, and, in text that was cut, any tail of a form that the text starts with; in a detail, which
+quotes other text cut anywhere, any piece of a form of ``PIECE_CHARS`` characters or more.
 """
 
 from __future__ import annotations
@@ -33,9 +34,17 @@ def secret_forms(secrets: Iterable[str]) -> List[str]:
     return sorted(forms, key=lambda form: (-len(form), form))
 
 
-def redact(text: str, secrets: Iterable[str], *, cut: bool = False) -> str:
+# In ``redact``'s ``pieces`` mode, the shortest run of a form's characters that is taken for a piece of
+# it: long enough that ordinary text rarely shares one with a key, short enough that what is left shown
+# of a secret is too little to use.
+PIECE_CHARS = 8
+
+
+def redact(text: str, secrets: Iterable[str], *, cut: bool = False, pieces: bool = False) -> str:
     """``text`` with every form of every secret replaced by ``***``; with ``cut`` (the text is a
-    tail), a leading piece that ends a form is replaced too, however short."""
+    tail), a leading piece that ends a form is replaced too, however short; with ``pieces`` (a short
+    text that quotes others cut anywhere: a detail), any run of ``PIECE_CHARS`` or more characters
+    found in a form is replaced too."""
     forms = secret_forms(secrets)
     for form in forms:
         text = text.replace(form, MASK)
@@ -45,7 +54,27 @@ def redact(text: str, secrets: Iterable[str], *, cut: bool = False) -> str:
         )
         if piece:
             text = MASK + text[piece:]
+    if pieces:
+        text = _without_pieces(text, forms)
     return text
+
+
+def _without_pieces(text: str, forms: List[str]) -> str:
+    """``text`` with every run of at least ``PIECE_CHARS`` characters that some form holds replaced."""
+    grams = {form[at : at + PIECE_CHARS] for form in forms for at in range(len(form) - PIECE_CHARS + 1)}
+    if not grams:
+        return text
+    covered = [False] * len(text)
+    for at in range(len(text) - PIECE_CHARS + 1):
+        if text[at : at + PIECE_CHARS] in grams:
+            covered[at : at + PIECE_CHARS] = [True] * PIECE_CHARS
+    out: List[str] = []
+    for at, char in enumerate(text):
+        if not covered[at]:
+            out.append(char)
+        elif at == 0 or not covered[at - 1]:
+            out.append(MASK)
+    return "".join(out)
 
 
 def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
@@ -57,6 +86,7 @@ def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
 
 __all__ = [
     "MASK",
+    "PIECE_CHARS",
     "redact",
     "redact_bytes",
     "secret_forms",

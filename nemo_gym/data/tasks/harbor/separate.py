@@ -229,7 +229,7 @@ async def _apart(
             return VerificationOutcome(
                 reward=0.0,
                 failure_kind=ARTIFACTS_CUT_SHORT,
-                detail=plan.redact(cut),
+                detail=plan.redact(cut, pieces=True),
             )
         try:
             async with opening as verifier:
@@ -314,7 +314,7 @@ async def _best_effort(call: Callable[[], Awaitable[None]], what: str) -> bool:
 
 def _mask(plan: VerificationPlan, reason: str, detail: str, stdout: str = "") -> VerificationOutcome:
     """A mask of this run, its detail redacted before it is counted and logged."""
-    return count_mask(masked(reason, plan.redact(detail), plan.redact(stdout)))
+    return count_mask(masked(reason, plan.redact(detail, pieces=True), plan.redact(stdout)))
 
 
 def _describe(error: BaseException) -> str:

@@ -235,9 +235,9 @@ class VerificationPlan:
         """The staged files as one deterministic gzip'd tar (cacheable, comparable; SPEC 5)."""
         return stage_archive(self.files)
 
-    def redact(self, text: str, *, cut: bool = False) -> str:
-        """``text`` with every secret value replaced: secrets never reach any output."""
-        return redact(text, self.secrets, cut=cut)
+    def redact(self, text: str, *, cut: bool = False, pieces: bool = False) -> str:
+        """``text`` with every secret value replaced: secrets never reach any output (``redaction.redact``)."""
+        return redact(text, self.secrets, cut=cut, pieces=pieces)
 
 
 def plan_verification(
@@ -488,11 +488,11 @@ async def _verify(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[U
         outcome = replace(outcome, files={**outcome.files, name: entrypoint_output.encode("utf-8", "replace")})
     outcome = replace(
         outcome,
-        detail=plan.redact(outcome.detail),
-        metrics={plan.redact(key): value for key, value in outcome.metrics.items()},
+        detail=plan.redact(outcome.detail, pieces=True),  # it quotes output and values cut short (red team 84)
+        metrics={plan.redact(_unicode(key)): value for key, value in outcome.metrics.items()},
         reward_components=None
         if outcome.reward_components is None
-        else [plan.redact(name) for name in outcome.reward_components],
+        else [plan.redact(_unicode(name)) for name in outcome.reward_components],
     )
     if outcome.masked:  # counted and logged once redacted: a provider's fault may quote the env
         count_mask(outcome)
@@ -911,6 +911,25 @@ def _grading_env(plan: VerificationPlan, sandbox: Sandbox) -> Tuple[Dict[str, st
     return exec_env, held, blanked
 
 
+def _unicode(name: str) -> str:
+    """A name a verifier chose (a reward.json key), with any lone surrogate, which JSON allows and no
+    UTF-8 writer takes, as U+FFFD: printed or sent on, it raised (red team 84)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return name
+
+
+def _from_whole_character(data: bytes) -> bytes:
+    """``data``, a tail cut by bytes, from its first whole UTF-8 character: the rest of one the cut split
+    would read as U+FFFD, which starts no form of a secret, and the secret after it was shown (red team 84)."""
+    start = 0
+    while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+        start += 1
+    return data[start:]
+
+
 def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes]) -> VerificationOutcome:
     """Scores what came back: a task's own test.sh by its reward files, as Harbor does; the shim by
     the runner's report (``reports``)."""
@@ -921,6 +940,8 @@ def _outcome(plan: VerificationPlan, collected: Collected, key: Optional[bytes])
         files[name] = collected.files.get(name) if kind == "file" else UNREADABLE
     raw_stdout = collected.files.get("test-stdout.txt", b"")
     cut = len(raw_stdout) >= STDOUT_TAIL_BYTES + REDACTION_MARGIN_BYTES
+    if cut:
+        raw_stdout = _from_whole_character(raw_stdout)
     # Redacted before it is trimmed to its tail, so that no trimming can split a secret.
     stdout = plan.redact(raw_stdout.decode(errors="replace"), cut=cut)
     if len(stdout) > STDOUT_TAIL_BYTES:  # its tail, said to be one, from its first whole line
