@@ -327,7 +327,12 @@ def test_odd_keys_are_written_as_json_dumps_writes_them(tmp_path):
     assert json.loads(written) == expected
     assert written == json.dumps(expected), (written, json.dumps(expected))
     assert "changed after the runner wrote it" not in outcome.detail, outcome.detail
-    assert outcome.metrics == {key: float(value) for key, value in expected.items() if key != "reward"}
+    # A name no UTF-8 writer takes (a lone surrogate) comes back with U+FFFD in its place (red team 84).
+    printable = {
+        key.encode("utf-8", "surrogatepass").decode("utf-8", "replace"): value for key, value in expected.items()
+    }
+    assert "lone\ufffd\ufffd\ufffdsurrogate" in printable
+    assert outcome.metrics == {key: float(value) for key, value in printable.items() if key != "reward"}
 
 
 # --- results that do not fit what the host accepts: masks the agent can cause -----------------------
