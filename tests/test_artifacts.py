@@ -838,7 +838,7 @@ def test_a_socket_where_an_artifact_should_be_is_left_out_never_a_sandbox_fault(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_link_loop_among_an_artifacts_parents_is_missing_never_a_sandbox_fault(tmp_path, mode, local):
+def test_a_link_loop_among_an_artifacts_parents_is_left_out_never_a_sandbox_fault(tmp_path, mode, local):
     # Red team 30: the agent makes a parent folder of an artifact a link to itself (res -> res). The
     # path cannot be resolved (ELOOP), which the archive calls read as a fault: masked.
     data = write_files(tmp_path / "data", {"answer.txt": "42"})
@@ -847,7 +847,7 @@ def test_a_link_loop_among_an_artifacts_parents_is_missing_never_a_sandbox_fault
     os.symlink("a", data / "b")
     artifacts = (Artifact("/data/res/out.json", "out.json"), Artifact("/data/a/x", "x"), Artifact("/data", "data"))
     collected = collect_locally(tmp_path, mode, artifacts, mounts={"/data": data})
-    assert collected.missing == ("/data/res/out.json", "/data/a/x")
+    assert collected.missing == () and collected.cut == ("/data/res/out.json", "/data/a/x")  # never followed
     # The links lead nowhere it holds: their names stay, as empty files (red team 85).
     assert listing(tmp_path / "collected" / "data") == {"a": "", "answer.txt": "42", "b": "", "res": ""}
 
@@ -862,7 +862,10 @@ def test_an_artifact_inside_another_through_the_agents_link_is_delivered_as_the_
     collected = collect_locally(
         tmp_path, mode, (Artifact("/logs/artifacts/sub/x.txt", "x.txt"),), mounts={"/logs/artifacts": published}
     )
-    assert [item.artifact.source for item in collected.artifacts] == ["/logs/artifacts", "/logs/artifacts/sub/x.txt"]
+    assert [item.artifact.source for item in collected.artifacts] == ["/logs/artifacts"]
+    # The file through the link is the agent's to place elsewhere: never followed (red team 86), but its
+    # folder's copy holds the link and the file as the agent left them.
+    assert collected.cut == ("/logs/artifacts/sub/x.txt",)
     seen: Dict[str, str] = {}
 
     async def look(sandbox: LocalSandbox) -> None:
@@ -915,10 +918,8 @@ def test_a_link_among_the_parents_never_leads_a_copy_to_the_hosts_files(tmp_path
     assert not (hidden / "planted").exists()
     assert "the host's own file" not in "".join(listing(tmp_path / "out").values())
     assert (tmp_path / "out/out.json").read_text() == "1"
-    if mode == "archive":
-        assert [item.path for item in collected.skipped] == ["/app/host/secret"]
-    else:  # tar in the sandbox resolves the link there, where the host's folder does not exist
-        assert collected.missing == ("/app/host/secret",)
+    assert [item.path for item in collected.skipped] == ["/app/host/secret"]  # a link above it: never followed
+    assert collected.cut == ("/app/host/secret",)
 
 
 def test_the_convention_folder_is_never_reported_missing(tmp_path, local):
@@ -1256,3 +1257,28 @@ def test_a_parent_folder_the_agent_made_a_link_is_never_followed_as_root(tmp_pat
     collected = run(go())
     assert not os.path.lexists(tmp_path / "collected" / "app/out/answer.txt")
     assert collected.cut == ("/app/out/answer.txt",), collected
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_roots_link_that_leads_through_the_agents_is_never_followed(tmp_path, mode, local):
+    # Red team 86: only links of anyone's but root's were refused, by the path as written: the image's
+    # /app/data -> shared passed, and the agent made /app/shared -> a folder it cannot read.
+    from test_attacks import needs_root
+
+    needs_root()
+    hidden = write_files(tmp_path / "hidden", {"secret/answer.txt": "42"})
+    (hidden / "secret").chmod(0o700)
+    workspace = write_files(tmp_path / "agent", {})
+    os.symlink("shared", workspace / "data")  # the image's own link, root's
+    workspace.chmod(0o777)
+
+    async def go() -> CollectedArtifacts:
+        async with LocalSandbox(workspace, workdir="/app", mounts={"/srv": hidden}) as agent:
+            made = await agent.exec("ln -s /srv/secret /app/shared && cat /app/data/answer.txt", user="nobody")
+            assert made.return_code != 0 and "Permission denied" in made.stderr, made
+            sandbox: Any = agent if mode == "archive" else TarOnly(agent)
+            return await collect_artifacts(sandbox, [Artifact("/app/data/answer.txt", "answer.txt")], tmp_path / "out")
+
+    collected = run(go())
+    assert not os.path.lexists(tmp_path / "out" / "answer.txt")
+    assert collected.cut == ("/app/data/answer.txt",), collected

@@ -57,16 +57,16 @@ ARTIFACTS = (
 EXPECTED = """\
 /app d 755 1000
 /app/dot l 777 1000 .
-/app/fifo f 600 1000
+/app/fifo f 666 1000
 /app/hard-link f 755 1000 #!/bin/sh|echo ran|
-/app/link-source f 600 1000
+/app/link-source f 666 1000
 /app/out.json f 644 1000 {"answer": 42}
-/app/passwd f 600 1000
+/app/passwd f 666 1000
 /app/run l 777 1000 run.sh
 /app/run.sh f 755 1000 #!/bin/sh|echo ran|
 /app/src d 755 1000
 /app/src/main.py f 644 1000 print('hi')|
-/app/trick f 600 1000
+/app/trick f 666 1000
 /logs/artifacts d 755 1000
 /logs/artifacts/notes.txt f 644 1000 published by the agent|
 /var/log/api/orders.log f 644 1000 GET /orders 200|
@@ -227,13 +227,12 @@ def test_a_parent_folder_the_agent_made_a_link_is_never_followed_in_a_container(
     setup = (
         "mkdir -p -m 0700 /srv/secret && echo 42 > /srv/secret/answer.txt && chmod 777 /app && "
         "setpriv --reuid=nobody --regid=nogroup --clear-groups ln -s /srv/secret /app/out && "
-        "ln -s /srv/secret /app/root-made"  # an image's own link, root's: followed, as Harbor does
-    )
-    artifacts = [Artifact("/app/out/answer.txt", "answer.txt"), Artifact("/app/root-made/answer.txt", "root.txt")]
+        "ln -s shared /app/data && setpriv --reuid=nobody --regid=nogroup --clear-groups ln -s /srv/secret /app/shared"
+    )  # /app/data: the image's own link, root's, which leads through the agent's (red team 86)
+    artifacts = [Artifact("/app/out/answer.txt", "answer.txt"), Artifact("/app/data/answer.txt", "data.txt")]
     collected = collect_after(docker_client, setup, artifacts, tmp_path / "out")
-    assert collected.cut == ("/app/out/answer.txt",), collected
-    assert not (tmp_path / "out" / "answer.txt").exists()
-    assert (tmp_path / "out" / "root.txt").read_text() == "42\n"
+    assert collected.cut == ("/app/out/answer.txt", "/app/data/answer.txt"), collected
+    assert not (tmp_path / "out" / "answer.txt").exists() and not (tmp_path / "out" / "data.txt").exists()
 
 
 def test_a_link_loop_among_an_artifacts_parents_is_missing_in_a_container(docker_client, tmp_path):

@@ -353,7 +353,7 @@ def test_rollouts_sharing_one_sandbox_are_graded_one_after_another(tmp_path):
     assert [(outcome.reward, outcome.masked) for outcome in outcomes] == [(1.0, False)] * 3, outcomes
 
 
-def test_an_artifact_the_local_sandbox_cannot_place_scores_that_rollout_0_and_the_batch_goes_on(tmp_path):
+def test_an_artifact_the_local_sandbox_cannot_place_masks_that_rollout_and_the_batch_goes_on(tmp_path):
     # Red team 84: one agent left its artifact /srv/out a file where the others left a folder; a file's
     # folder the host has (/srv) cannot be hidden, and the local verifier's sandbox raised TaskError,
     # which stopped the batch: every other rollout's outcome lost to one agent's doing.
@@ -386,5 +386,7 @@ def test_an_artifact_the_local_sandbox_cannot_place_scores_that_rollout_0_and_th
 
     first, second = asyncio.run(go())
     assert (first.reward, first.masked) == (1.0, False), first
-    assert (second.reward, second.masked, second.failure_kind) == (0.0, False, "artifacts_cut_short"), second
+    # The local sandbox's limit, where another agent's folder fits: masked (a 0 would score every agent
+    # of a task whose artifact is a file there: red team 86), never the batch's error.
+    assert (second.masked, second.mask_reason) == (True, "sandbox_error"), second
     assert "--sandbox docker" in second.detail

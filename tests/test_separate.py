@@ -378,3 +378,34 @@ def test_a_file_the_agent_made_a_link_out_or_a_fifo_is_still_there_for_the_verif
 
     outcome = asyncio.run(go())
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+def test_an_artifact_inside_the_convention_folder_cut_short_scores_0(tmp_path):
+    # Red team 86: a task's artifact inside /logs/artifacts is copied with that folder (collected first,
+    # the task's entry then "already copied"), and the folder's copy cut short was not the task's: the
+    # agent's 20,000 entries before secret.txt hid it again (1.0).
+    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
+
+    toml = 'artifacts = ["/logs/artifacts/out"]\n' + SEPARATE + 'workdir = "/app"\n'
+    test_sh = (
+        'out=/logs/artifacts/out; if [ "$(cat $out/main.py)" = ok ] && [ ! -e $out/secret.txt ]; '
+        "then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n"
+    )
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    published = write_files(tmp_path / "published", {"out/main.py": "ok", "out/secret.txt": "kept"})
+    (published / "out" / "pad").mkdir()
+    for number in range(20000):
+        (published / "out" / "pad" / f"{number:05d}").touch()
+
+    @asynccontextmanager
+    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
+            yield fresh
+
+    async def go() -> Any:
+        mounts = {"/logs/artifacts": published}
+        async with LocalSandbox(write_files(tmp_path / "agent", {}), workdir="/app", mounts=mounts) as agent:
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    outcome = asyncio.run(go())
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "artifacts_cut_short"), outcome

@@ -29,7 +29,7 @@ Choices, where Harbor or the contract is silent or differs:
   left out and reported. So no copy can reach outside itself, here or in the verifier's sandbox,
   where a link to ``/etc/passwd`` or ``/tests/expected.txt`` would read the verifier's own file. A
   source that is itself a link is left out likewise. A hard link is copied as a file. What is left
-  out for what it is (such a link, a device, a FIFO) keeps its name, as an empty file (0600): a file
+  out for what it is (such a link, a device, a FIFO) keeps its name, as an empty file (0666): a file
   the agent was told to delete and made a link out of the artifact must not look gone to a verifier
   that checks it is (red team 85). A socket no archive holds: it is gone from the copy.
 - **Limits.** ``MAX_ARTIFACT_BYTES`` and ``MAX_ARTIFACT_FILES`` bound a whole collection (every
@@ -131,6 +131,10 @@ FILE, FOLDER, LINK, OTHER = "file", "folder", "link", "other"
 CONVENTION = Artifact(CONVENTION_ARTIFACTS, default_destination(CONVENTION_ARTIFACTS))
 
 _EXCLUDED, _LIMITED, _SKIPPED = "excluded", "limited", "skipped"
+
+
+# The mode of what stands in for a link or a special file left out: empty, for any user to read and write.
+PLACEHOLDER_MODE = 0o666
 
 
 class LandingRefused(TaskError):
@@ -437,7 +441,7 @@ class CopyPlan:
     excluded: int = 0
     bytes: int = 0
     files: int = 0
-    placeholders: Tuple[str, ...] = ()  # empty files (0600) in their place, in a folder the copy holds
+    placeholders: Tuple[str, ...] = ()  # empty files (PLACEHOLDER_MODE) in their place, in a folder the copy holds
 
 
 def plan_copy(entries: Sequence[Entry], exclude: Sequence[str] = (), *, bytes_left: int, files_left: int) -> CopyPlan:
@@ -581,22 +585,24 @@ def delivery_script(items: Sequence[CollectedArtifact]) -> str:
 
 
 def _linked_parent_test(source: str) -> str:
-    """A bash test that holds when one of ``source``'s parent folders is a symbolic link of anyone's
-    but root's: the copy, made as root, would follow it, so the agent (who may not read there itself)
-    could have the verifier read any file of the image's by the artifact's name (red team 85). A
-    root's link is the image's own (``/var/run``, a merged ``/usr``)."""
+    """A bash test that holds when one of ``source``'s parent folders, as written, is a symbolic link:
+    the copy, made as root, would follow it, so the agent (who may not read there itself) could have
+    the verifier read any file of the image's by the artifact's name (red team 85: /app/out ->
+    /srv/secret). Whoever owns it: a root's link may lead through one of the agent's (red team 86:
+    the image's /app/data -> shared, and the agent's /app/shared -> /srv/secret). Where none is, the
+    path resolves through real folders alone."""
     parts = _parts(source)[:-1]
     prefixes = " ".join(shlex.quote("/" + "/".join(parts[: depth + 1])) for depth in range(len(parts)))
     if not prefixes:
         return "false"
-    return f'{{ for p in {prefixes}; do [ -L "$p" ] && [ "$(stat -c %u -- "$p")" != 0 ] && exit 0; done; exit 1; }}'
+    return f'{{ for p in {prefixes}; do [ -L "$p" ] && exit 0; done; exit 1; }}'
 
 
 def collect_script(sources: Sequence[str], tmp_dir: str, limit: int) -> str:
     """The bash that tars each source (links as links) into a private file in ``tmp_dir``, at most
     ``limit`` bytes, for a sandbox without archive calls. It prints ``INDEX ok FILE``, ``INDEX
     missing``, ``INDEX large``, ``INDEX linked`` (``_linked_parent_test``) or ``INDEX failed STATUS``
-    per source; it needs ``tar``, ``mktemp``, ``head``, ``wc`` and ``stat``. tar's status 1 (a file
+    per source; it needs ``tar``, ``mktemp``, ``head`` and ``wc``. tar's status 1 (a file
     changed as it was read) and 2 (one vanished, or could not be read) still give an archive, which the
     host then reads whole or refuses: the agent's processes still run, and must not be able to mask
     the sample by deleting a file at the right time."""
@@ -790,9 +796,10 @@ def _write(archive: tarfile.TarFile, members: Mapping[str, tarfile.TarInfo], pla
             os.chmod(path, (member.mode & 0o777) | 0o600)
             os.utime(path, (member.mtime, member.mtime))
     for relative in plan.placeholders:
-        os.close(
-            os.open(target.joinpath(*relative.split("/")), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        )
+        placeholder = target.joinpath(*relative.split("/"))
+        os.close(os.open(placeholder, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        # Any verifier's user may read it, and write over it (a venv made again over one: red team 86).
+        os.chmod(placeholder, PLACEHOLDER_MODE)
     for path, member in reversed(folders):  # innermost first: writing inside a folder changes its time
         os.chmod(path, (member.mode & 0o777) | 0o700)
         os.utime(path, (member.mtime, member.mtime))
@@ -931,8 +938,8 @@ def _report_missing(tally: _Collection, artifact: Artifact) -> None:
         tally.missing.append(artifact.source)
 
 
-# Why an artifact whose parent folders hold an agent's link is left out (``_linked_parent_test``).
-LINKED_PARENT = "a folder above it is a symbolic link the agent made: never followed"
+# Why an artifact whose parent folders hold a link is left out (``_linked_parent_test``).
+LINKED_PARENT = "a folder above it is a symbolic link: never followed"
 
 
 async def _collect_by_archive(
@@ -941,12 +948,12 @@ async def _collect_by_archive(
     look = getattr(sandbox, "parent_links", None)
     for artifact in wanted:
         # The sandbox resolves the path as root (the engine in the container, the local sandbox on its
-        # host): a link of the agent's among its parents is left alone (red team 85).
+        # host): a link among its parents is never followed (_linked_parent_test).
         try:
             links = await look(artifact.source) if look is not None else []
         except Exception as error:  # any fault of the sandbox
             raise _fault(f"looking at the folders above {artifact.source}", error) from error
-        if any(owner != 0 for _, owner in links):
+        if links:
             tally.skip_whole(artifact, LINKED_PARENT)
             continue
         try:

@@ -107,13 +107,14 @@ class Rollout:
 async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
     """One rollout's outcome, in shared or separate mode as its plan says. Any fault of its sandbox
     (an agent may cause one) masks this rollout alone; the task's mistakes raise. An artifact the
-    verifier's sandbox cannot place as this agent left it (``LandingRefused``) scores it 0: another
-    agent may leave it otherwise, and one agent must not stop the batch (red team 84)."""
+    verifier's sandbox cannot place as this agent left it (``LandingRefused``: the local sandbox's
+    limit) masks it too: another agent may leave it otherwise, and one agent must not stop the batch
+    (red team 84); nor score a 0 where every agent would (red team 86: a file artifact in /srv)."""
     from nemo_gym.data.tasks.harbor.artifacts import LandingRefused
     from nemo_gym.data.tasks.harbor.image_build import ImageBuildError
     from nemo_gym.data.tasks.harbor.sandboxes.base import SandboxNotStarted
-    from nemo_gym.data.tasks.harbor.separate import ARTIFACTS_CUT_SHORT, run_separate_verification
-    from nemo_gym.data.tasks.harbor.verification import VerificationOutcome, count_mask, masked, run_verification
+    from nemo_gym.data.tasks.harbor.separate import run_separate_verification
+    from nemo_gym.data.tasks.harbor.verification import count_mask, masked, run_verification
 
     try:
         if rollout.plan.mode != "separate":
@@ -121,9 +122,7 @@ async def verify_rollout(rollout: Rollout) -> VerificationOutcome:
         assert rollout.task is not None and rollout.open_verifier is not None  # checked by verify_rollouts
         return await run_separate_verification(rollout.task, rollout.plan, rollout.sandbox, rollout.open_verifier)
     except LandingRefused as error:
-        return VerificationOutcome(
-            reward=0.0, failure_kind=ARTIFACTS_CUT_SHORT, detail=rollout.plan.redact(str(error), pieces=True)
-        )
+        return count_mask(masked("sandbox_error", rollout.plan.redact(str(error), pieces=True)))
     except (TaskError, ImageBuildError, SandboxNotStarted):
         raise
     except Exception as error:  # this sandbox's fault, whatever its kind: this rollout's mask alone

@@ -266,9 +266,14 @@ def incomplete_artifacts(collected: CollectedArtifacts, artifacts: Sequence[Arti
     leave out what passes them and go on, so the agent would choose what the verifier does not see
     (red team 85: told to delete secret.txt, it kept it behind 20,000 entries, and a verifier that
     checks it is gone gave 1.0); so such a sample scores 0, whatever the rest holds. The convention
-    folder and the transcript, the agent's logs, are not the task's."""
-    sources = {artifact.source for artifact in artifacts}
-    cut = [source for source in dict.fromkeys(collected.incomplete) if source in sources]
+    folder and the transcript, the agent's logs, are not the task's, unless they hold one of its artifacts."""
+    sources = [artifact.source for artifact in artifacts]
+    # By path, either way: a task's artifact inside the convention folder is copied with it (red team 86).
+    cut = [
+        source
+        for source in dict.fromkeys(collected.incomplete)
+        if any(path_within(source, declared) or path_within(declared, source) for declared in sources)
+    ]
     if not cut:
         return ""
     within = [item for item in collected.skipped if any(path_within(item.path, source) for source in cut)]

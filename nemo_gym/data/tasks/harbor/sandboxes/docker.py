@@ -762,29 +762,24 @@ class DockerSandbox:
         except Exception as error:
             raise SandboxError(f"download of {path} failed: {error}") from error
 
-    async def parent_links(self, path: str) -> List[Tuple[str, int]]:
-        """The folders above ``path`` that are symbolic links, each with its owner's uid, as the engine
-        resolves the path (as root, in any state of the container, paused or stopped too): one stat
-        call a folder, and an archive of each link (its tar entry holds the owner)."""
+    async def parent_links(self, path: str) -> List[str]:
+        """The folders above ``path``, as written, that are symbolic links, which the engine would
+        follow (as root, in any state of the container, paused or stopped too): one stat call a folder,
+        up to the first link."""
         container = self._require()
         api = container.client.api
         parts = [part for part in path.split("/") if part]
 
-        def look() -> List[Tuple[str, int]]:
-            found: List[Tuple[str, int]] = []
+        def look() -> List[str]:
             for depth in range(1, len(parts)):
                 prefix = "/" + "/".join(parts[:depth])
                 answer = api.head(api._url("/containers/{0}/archive", container.id), params={"path": prefix})
                 if not answer.ok:
                     break  # missing, or a link loop (500): the archive call of the path says so
                 header = answer.headers.get("X-Docker-Container-Path-Stat", "")
-                stat = json.loads(base64.b64decode(header)) if header else {}
-                if stat.get("linkTarget"):
-                    stream, _ = container.get_archive(prefix)
-                    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
-                        member = archive.next()
-                    found.append((prefix, member.uid if member is not None else -1))
-            return found
+                if header and json.loads(base64.b64decode(header)).get("linkTarget"):
+                    return [prefix]
+            return []
 
         try:
             return await in_thread(look)

@@ -643,20 +643,18 @@ class LocalSandbox:
         except (OSError, tarfile.TarError) as error:
             raise SandboxError(f"upload into {folder} failed: {error}") from error
 
-    async def parent_links(self, path: str) -> List[Tuple[str, int]]:
-        """The folders above ``path`` that are symbolic links, each with its owner's uid, where they are
-        the sandbox's own (a path elsewhere is the host's, read-only); ``get_archive`` follows them."""
+    async def parent_links(self, path: str) -> List[str]:
+        """The folders above ``path``, as written, that are symbolic links where they are the sandbox's
+        own (a path elsewhere is the host's, read-only): ``get_archive`` would follow them."""
         parts = path_parts(path)
-        found: List[Tuple[str, int]] = []
         for depth in range(1, len(parts)):
             prefix = "/" + "/".join(parts[:depth])
             try:
-                status = os.lstat(self.host_path(prefix))
+                if stat.S_ISLNK(os.lstat(self.host_path(prefix)).st_mode):
+                    return [prefix]
             except (OSError, SandboxError):
                 continue
-            if stat.S_ISLNK(status.st_mode):
-                found.append((prefix, status.st_uid))
-        return found
+        return []
 
     async def get_archive(self, path: str, *, limit: int) -> bytes:
         """A tar of ``path``: a file, or a folder and what it holds (links as links); past ``limit``
