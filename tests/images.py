@@ -102,12 +102,18 @@ def engine() -> Optional[Any]:
     return client
 
 
-def users_image(client: Any, version: str = "3.12") -> Tuple[str, Dict[str, Dict[str, str]]]:
-    """A Python image with two ordinary users, ``agent`` (uid 1000) and ``grader`` (uid 1001)."""
+def users_image(client: Any, version: str = "3.12", *, setpriv: bool = True) -> Tuple[str, Dict[str, Dict[str, str]]]:
+    """A Python image with two ordinary users, ``agent`` (uid 1000) and ``grader`` (uid 1001); without
+    ``setpriv``, an image that has none (grading then runs a task's own test.sh as another user in an exec
+    of that user's)."""
     image, volumes = python_image(client, version)
     # /root is opened so that the bind-mounted interpreter (a pyenv build under /root) runs for them.
     dockerfile = f"FROM {image}\nRUN useradd -m -u 1000 agent && useradd -m -u 1001 grader && chmod 755 /root\n"
-    return _built(client, f"nemo-gym-test/users-2:{pyenv_build(version).name}", dockerfile), volumes
+    users = _built(client, f"nemo-gym-test/users-2:{pyenv_build(version).name}", dockerfile)
+    if not setpriv:
+        tag = f"nemo-gym-test/users-2-no-setpriv:{pyenv_build(version).name}"
+        return _built(client, tag, f"FROM {users}\nRUN rm /usr/bin/setpriv\n"), volumes
+    return users, volumes
 
 
 def gym_image(

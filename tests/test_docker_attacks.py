@@ -31,7 +31,7 @@ def write(root: Path, files: Dict[str, str]) -> Path:
 
 def users_sandbox(client: Any, workspace: Path, **options: Any) -> DockerSandbox:
     """A sandbox of the suite's image with the users ``agent`` and ``grader``, working in /workspace."""
-    image, volumes = users_image(client)
+    image, volumes = users_image(client, setpriv=options.pop("setpriv", True))
     volumes = {**volumes, **options.pop("volumes", {})}
     return DockerSandbox(
         image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, workdir="/workspace", **options
@@ -47,11 +47,12 @@ def attack(
     after: Optional[Callable[[DockerSandbox], Awaitable[Any]]] = None,
     env: Optional[Dict[str, str]] = None,
     volumes: Optional[Dict[str, Dict[str, str]]] = None,
+    setpriv: bool = True,
 ) -> tuple:
     plan = plan_verification(load_task(task_dir))
 
     async def run() -> tuple:
-        async with users_sandbox(client, workspace, env=env, volumes=volumes or {}) as sandbox:
+        async with users_sandbox(client, workspace, env=env, volumes=volumes or {}, setpriv=setpriv) as sandbox:
             await sandbox.exec("chown -R agent /workspace", user="root")
             if before is not None:
                 await before(sandbox)

@@ -68,7 +68,15 @@ os.execvp("bash", ["bash", "-c", "exec -a MARKER-daemon sleep 600"])
 )
 
 
-def test_a_shell_verifiers_user_that_cuts_grading_short_scores_0_and_leaves_nothing_running(docker_client, tmp_path):
+# With setpriv in the image, grading's root shell runs test.sh as that user itself, out of its programs'
+# reach; without it, test.sh runs in an exec of that user's own, and reclaim follows.
+SETPRIV = pytest.mark.parametrize("setpriv", [True, False], ids=["one exec", "no setpriv"])
+
+
+@SETPRIV
+def test_a_shell_verifiers_user_that_cuts_grading_short_scores_0_and_leaves_nothing_running(
+    docker_client, tmp_path, setpriv
+):
     """It was masked (its forged results, then a killed shell); red teams 77 and 78: that user's programs
     can end its exec any way they like, so a grading that did not end whole scores 0, and reclaim, as
     root, kills what the run left."""
@@ -82,7 +90,7 @@ def test_a_shell_verifiers_user_that_cuts_grading_short_scores_0_and_leaves_noth
         },
     )
     workspace = write(tmp_path / "ws", {"prog.py": OWN_DAEMON})
-    outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors)
+    outcome, survivors = attack(docker_client, task_dir, workspace, after=grading_survivors, setpriv=setpriv)
     assert (outcome.reward, outcome.masked, survivors) == (0.0, False, ""), (outcome, survivors)
 
 
@@ -115,6 +123,8 @@ os.kill(grading_shell(), signal.SIGKILL)
 
 
 def test_a_disk_filled_after_a_forfeit_never_masks_it(docker_client, tmp_path):
+    """Without setpriv (test.sh in an exec of its user's, which can be cut short: a forfeit); with it, the
+    root shell is out of reach, and a disk filled while test.sh runs masks, as for any test.sh."""
     import subprocess
 
     from test_attacks import needs_root
@@ -141,7 +151,7 @@ def test_a_disk_filled_after_a_forfeit_never_masks_it(docker_client, tmp_path):
             await leave_behind(sandbox, f"exec python3 -c {shlex.quote(REFILLER)}")
 
         volumes = {str(disk / folder): {"bind": f"/{folder}", "mode": "rw"} for folder in ("tests", "logs", "tmp")}
-        outcome, _ = attack(docker_client, task_dir, workspace, before=before, volumes=volumes)
+        outcome, _ = attack(docker_client, task_dir, workspace, before=before, volumes=volumes, setpriv=False)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=True)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "harbor:missing_reward"), outcome
@@ -160,7 +170,8 @@ with open(f"/proc/{grading_shell()}/fd/6", "wb") as pipe:
 )
 
 
-def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage(docker_client, tmp_path):
+@SETPRIV
+def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage(docker_client, tmp_path, setpriv):
     from test_docker_attacks import attack
 
     task_dir = write(
@@ -170,8 +181,10 @@ def test_results_a_shell_verifiers_user_writes_ahead_of_the_real_ones_are_damage
             "tests/test.sh": "python3 /workspace/prog.py </dev/null\necho 0 > /logs/verifier/reward.txt\n",
         },
     )
-    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"prog.py": PREFIX_FORGER}))
-    assert (outcome.reward, outcome.masked) == (0.0, False) and "more than one tar" in outcome.detail, outcome
+    outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"prog.py": PREFIX_FORGER}), setpriv=setpriv)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    # Only an exec of that user's own has a results pipe its programs can reach.
+    assert ("more than one tar" in outcome.detail) == (not setpriv), outcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -831,3 +844,54 @@ def test_a_logs_folder_the_agent_made_a_link_or_a_file_is_made_again(docker_clie
 
     outcome, _ = attack(docker_client, task_dir, write(tmp_path / "ws", {"answer.txt": "wrong\n"}), before=before)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+
+
+class _Counting:
+    """A sandbox that counts the execs grading makes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.execs = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def exec(self, *args: Any, **options: Any) -> Any:
+        self.execs += 1
+        return await self.inner.exec(*args, **options)
+
+    async def exec_piped(self, *args: Any, **options: Any) -> Any:
+        self.execs += 1
+        return await self.inner.exec_piped(*args, **options)
+
+
+WHO = 'id -u; id -g; id -G; echo "$HOME"; pwd; echo 1 > /logs/verifier/reward.txt\n'
+
+
+@pytest.mark.parametrize("user", ["grader", "grader:agent", "1001", "4242", "1001:1000"])
+def test_a_task_test_sh_runs_as_its_user_alike_in_one_exec_and_in_an_exec_of_its_own(docker_client, tmp_path, user):
+    """Issue 14: a task's own test.sh as another user took three execs (prepare, the run as that user,
+    reclaim); with setpriv, grading's root shell switches itself, in one. That user is set up as Docker's
+    `exec -u` sets it up: uid, group, supplementary groups, HOME, working directory."""
+    import asyncio
+
+    from test_docker_attacks import users_sandbox
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    plan = plan_verification(
+        load_task(write(tmp_path / "task", {"task.toml": f'[verifier]\nuser = "{user}"\n', "tests/test.sh": WHO}))
+    )
+
+    async def graded(setpriv: bool) -> Any:
+        async with users_sandbox(docker_client, write(tmp_path / f"ws-{setpriv}", {}), setpriv=setpriv) as sandbox:
+            await sandbox.exec("chmod 755 /workspace", user="root")
+            counting = _Counting(sandbox)
+            outcome = await run_verification(plan, counting)
+            return outcome, counting.execs
+
+    seen = {setpriv: asyncio.run(graded(setpriv)) for setpriv in (True, False)}
+    (one, one_execs), (own, own_execs) = seen[True], seen[False]
+    assert (one.reward, own.reward) == (1.0, 1.0), (one, own)
+    assert one.stdout == own.stdout, (one.stdout, own.stdout)
+    assert (one_execs, own_execs) == (1, 3)

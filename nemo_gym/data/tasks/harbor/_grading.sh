@@ -87,6 +87,46 @@ done < /proc/self/status
 # it, in one call. A link must be gone first: install follows it.
 make_folder=(install -d)
 [ "$is_root" = 1 ] && make_folder+=(-o 0 -g 0)
+# Into switch_user, setpriv ($1) and its arguments for RUN_AS as Docker's `exec -u` sets a user up (as the
+# runner's become does for a Python verifier): the passwd entry's uid, group and supplementary groups; a
+# uid without an entry gets group 0; a group named gives that group alone. Into verifier_home, the HOME
+# test.sh gets: the user's (/ for a uid without an entry) unless the task set its own. As Docker does,
+# the entry is read from /etc/passwd. Fails for uid 0 (root:agent, or a name that hides it), whose
+# test.sh could reach this shell: it runs in an exec of its own.
+as_verifier() {
+  local name=${RUN_AS%%:*} group="" uid="" gid=0 groups=0 home="" entry entry_uid entry_gid entry_home found=""
+  [[ $RUN_AS = *:* ]] && group=${RUN_AS#*:}
+  while IFS=: read -r entry _ entry_uid entry_gid _ entry_home _; do
+    if { [[ $name = *[!0-9]* ]] && [ "$entry" = "$name" ]; } || { [[ $name != *[!0-9]* ]] && [ "$entry_uid" = "$name" ]; }; then
+      found=$entry uid=$entry_uid gid=$entry_gid home=$entry_home
+      break
+    fi
+  done < /etc/passwd
+  if [ -z "$found" ]; then
+    [[ $name = *[!0-9]* ]] && fail 93 "the sandbox has no user named $name ([verifier].user)"
+    uid=$name home=/  # Docker's HOME for a uid without an entry
+  elif [ -z "$group" ]; then
+    groups=$(id -G -- "$found" 2>/dev/null) || fail 93 "cannot read the groups of $name ([verifier].user)"
+    groups=${groups// /,}
+  fi
+  [ "$uid" = 0 ] && return 1
+  [ -n "$group" ] && gid=$group groups=$group
+  switch_user=("$1" --reuid="$uid" --regid="$gid" --groups="$groups" --)
+  [ -n "$home" ] && { [ -z "${HOME-}" ] || [ "$HOME" = ~root ]; } && verifier_home=$home
+  return 0
+}
+
+# A task's own test.sh run as another user: this exec, as root, runs it as that user itself (setpriv), so
+# prepare, run and finish are one exec whose shell no program of that user's can reach. Without setpriv,
+# as an admin other than root, or where finish cannot stop that user's programs first (KILL_STRAYS=0:
+# finish, as root, would read the folders they still write in), it stops after prepare, with status 95,
+# and the host runs test.sh as that user in an exec of that user's own, then reclaims (see grading.py).
+switch_user=() verifier_home="" prepared_only=""
+if [ "$HANDOVER" = own ] && [[ " $STEPS " = *" prepare "* ]] && [[ " $STEPS " = *" run "* ]]; then
+  if ! { [ "$is_root$KILL_STRAYS" = 11 ] && find_program setpriv && as_verifier "$REPLY"; }; then
+    switch_user=() STEPS=prepare prepared_only=1
+  fi
+fi
 # Files up to this size bash copies itself (quick_copy): most reward files and a quiet verifier's
 # output, a process start (1-2 ms in a container) saved each; bash's read handles every byte itself
 # (about 25 ms a MiB), so no more.
@@ -193,7 +233,8 @@ prepare() {
   # made of them (the record readable by all: a task's own test.sh's finish runs as that user).
   stale=("${LOGS%/*}"/.gym-inputs-* "${LOGS%/*}"/.gym-started-*)  # a grading that never finished left its record
   [ "${#stale[@]}" = 0 ] || rm -f -- "${stale[@]}"
-  if [ "$HANDOVER" = own ]; then  # reclaim, as the admin after the run as that user, kills what started since
+  # reclaim, as the admin after the run in an exec of that user's, kills what started since
+  if [ "$HANDOVER" = own ] && [ "${#switch_user[@]}" = 0 ]; then
     printf '%s\n' "$started" > "$STARTED_SEEN" || fail 92 "cannot record when grading started"
   fi
   [ "${#INPUTS[@]}" != 0 ] && secure_inputs
@@ -287,10 +328,18 @@ handover() {
       id -u -- "${RUN_AS%%:*}" >/dev/null 2>&1 || case "${RUN_AS%%:*}" in
         *[!0-9]*) fail 93 "the sandbox has no user named ${RUN_AS%%:*} ([verifier].user)" ;;
       esac
-      # The folders, not the sidecar's inputs in $LOGS: those stay their writer's (secure_inputs).
-      chown -R -- "$RUN_AS" "$TESTS" && chown -- "$RUN_AS" "$LOGS" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
+      # Where this exec runs test.sh itself, at the last moment (run): until then this shell, as root,
+      # opens and reads files in them, which that user's programs (the agent's, where it is the same
+      # user) could swap for links once the folders are theirs.
+      [ "${#switch_user[@]}" = 0 ] && hand_over_own
       ;;
   esac
+}
+
+# The folders, not the sidecar's inputs in $LOGS: those stay their writer's (secure_inputs). $1: a file
+# in $LOGS that this exec made for the run (test-stdout.txt), which that user's run makes under Harbor.
+hand_over_own() {
+  chown -R -- "$RUN_AS" "$TESTS" && chown -- "$RUN_AS" "$LOGS" "$@" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
 }
 
 # Whether the working directory is one of the folders given or inside one: by device and inode,
@@ -322,6 +371,12 @@ enter_workdir() {
       *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
     esac
   fi
+  # This shell is root's where it runs test.sh as another user (switch_user): whether that user can
+  # enter it too, as its own exec would have had to (Docker's exec -u fails to start there).
+  if [ -z "$REPLY" ] && [ "${#switch_user[@]}" != 0 ] \
+    && ! "${switch_user[@]}" "${test_shell[0]}" -c 'cd -P -- "$1"' enter "$WORKDIR" 2>/dev/null; then
+    REPLY="the working directory $WORKDIR is gone or closed to this user"
+  fi
   [ -z "$REPLY" ]
 }
 
@@ -347,14 +402,19 @@ run() {
       export NEMO_GYM_RUN_AS="$RUN_AS"
       chown -- "$RUN_AS" "$LOGS" || fail 92 "cannot hand $LOGS to $RUN_AS"
     fi
-  elif [ -f "$OUT/deferred" ]; then
-    while IFS= read -r -d '' entry || [ -n "$entry" ]; do held+=("$entry"); done < "$OUT/deferred"
+  else
+    if [ -f "$OUT/deferred" ]; then
+      while IFS= read -r -d '' entry || [ -n "$entry" ]; do held+=("$entry"); done < "$OUT/deferred"
+    fi
+    [ -n "$verifier_home" ] && held+=("HOME=$verifier_home")
     [ "${#held[@]}" = 0 ] || launcher=("$(command -v env)" "${held[@]}")
   fi
+  [ "${#switch_user[@]}" = 0 ] || hand_over_own "$LOGS/test-stdout.txt"
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${test_shell[@]}" "$TESTS/test.sh" \
+  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" \
+    "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?
   umask 077
@@ -596,5 +656,6 @@ write_results() {
 for step in $STEPS; do
   "$step"
 done
+[ -n "$prepared_only" ] && exit 95  # test.sh is to run in an exec of its user's (see switch_user)
 [ "$PIPED" = 1 ] && printf '%s' "$DONE" >&6  # the host takes it for this exit 0 (grading.DONE_MARKER)
 exit 0

@@ -27,6 +27,9 @@ NO_PROVIDER_TOOL = 91  # a coreutils tool, or tar where the sandbox has no archi
 STAGING_FAILED = 92  # the staged files did not arrive, or the folders could not be set up: sandbox_error
 UNKNOWN_USER = 93  # [verifier].user names nobody in the sandbox: the task's fault, verifier_error
 NO_TAR = 94  # no tar for files on the exec's stdin and stdout: the host sends them another way
+# A task's own test.sh run as another user where the image has no setpriv: prepared, and to run in an
+# exec of that user's (the host then reclaims as the admin).
+PREPARED_ONLY = 95
 # What a piped run prints last on its stdout, after the results, before it exits 0: where no code of
 # the task could reach the shell, its exit status is 0 without a round trip to the sandbox
 # (``verification._Grading.piped``). The results keep their checksums: a byte flipped on the way
@@ -158,6 +161,7 @@ __all__ = [
     "NO_PROVIDER_TOOL",
     "NO_TAR",
     "NO_VERIFIER_TOOL",
+    "PREPARED_ONLY",
     "STAGING_FAILED",
     "START_TICKS_COMMAND",
     "UNKNOWN_USER",

@@ -42,6 +42,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     NO_PROVIDER_TOOL,
     NO_TAR,
     NO_VERIFIER_TOOL,
+    PREPARED_ONLY,
     STAGING_FAILED,
     UNKNOWN_USER,
     GradingSteps,
@@ -606,7 +607,7 @@ async def _grade(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[Us
     by_admin = python or _is_admin(verifier, sandbox)
     handover = "" if _is_admin(verifier, sandbox) else (HANDOVER_READ if python else HANDOVER_OWN)
     steps = GradingSteps(
-        steps=("prepare", "run", "finish") if by_admin else ("prepare",),
+        steps=("prepare", "run", "finish"),
         kind="python" if python else "shell",
         tests_dir=tests,
         logs_dir=sandbox.logs_dir,
@@ -706,8 +707,9 @@ class _Grading:
         return run_archive(files, top=top, stage=self.steps.stage, private=self.private, out=out)
 
     async def piped(self) -> Optional[Collected]:
-        """One exec (two for a task's own test.sh run as another user) that gets the staged files
-        on stdin and prints the results to stdout; ``None`` when the image has no tar for them.
+        """One exec that gets the staged files on stdin and prints the results to stdout (a task's own
+        test.sh run as another user in an image without setpriv: prepare, then an exec of that user's,
+        then ``reclaim``); ``None`` when the image has no tar for them.
 
         Grading prints ``DONE_MARKER`` after the results, its last act: where no code of the task
         could reach grading's shell, it stands for exit status 0. Elsewhere (code run as root, or as
@@ -716,8 +718,9 @@ class _Grading:
         where the engine sees a killed shell and the sample is masked."""
         sandbox: Any = self.sandbox
         steps = replace(self.steps, piped=True)
-        # Nothing of the task runs in the first exec (prepare alone), or it runs as the verifier's user
-        # under the runner, which a root shell's pipe and signals are out of reach of: unless that user
+        # Nothing of the task runs in the first exec as its admin: test.sh runs as the verifier's user
+        # (switched by setpriv, or in an exec of its own after prepare alone), or the runner switches to it,
+        # and a root shell's pipe and signals are out of that user's reach: unless that user
         # is uid 0 with a group (root:agent, 0:1000), which the runner switches to all the same (red
         # team, round 21; a name that hides uid 0 is refused by the runner).
         untouched = not self.by_admin or (steps.handover == HANDOVER_READ and not names_root(self.verifier))
@@ -729,7 +732,7 @@ class _Grading:
                 cwd="/",  # run enters the working directory itself (_grading.sh), after prepare
                 env=self.env,
                 user=sandbox.admin_user,
-                timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
+                timeout_s=self.run_limit,
                 clean_shell=True,
                 exit_marker=DONE_MARKER if untouched else b"",
             )
@@ -737,7 +740,7 @@ class _Grading:
         if first.return_code == NO_TAR:
             return None
         ran = first
-        if first.return_code == 0 and not self.by_admin:
+        if first.return_code == PREPARED_ONLY and not self.by_admin:
             ran = await self._as_verifier(
                 lambda: sandbox.exec_piped(
                     grading_command(replace(steps, steps=("run", "finish"))),
@@ -781,11 +784,11 @@ class _Grading:
                     cwd="/",
                     env=self.env,
                     user=sandbox.admin_user,
-                    timeout_s=self.run_limit if self.by_admin else HOUSEKEEPING_TIMEOUT_SEC,
+                    timeout_s=self.run_limit,
                     clean_shell=True,
                 )
             )
-            if ran.return_code == 0 and not self.by_admin:
+            if ran.return_code == PREPARED_ONLY and not self.by_admin:
                 ran = await self._as_verifier(
                     lambda: sandbox.exec(
                         grading_command(replace(steps, steps=("run", "finish"), archive="")),
