@@ -895,3 +895,55 @@ def test_a_task_test_sh_runs_as_its_user_alike_in_one_exec_and_in_an_exec_of_its
     assert (one.reward, own.reward) == (1.0, 1.0), (one, own)
     assert one.stdout == own.stdout, (one.stdout, own.stdout)
     assert (one_execs, own_execs) == (1, 3)
+
+
+def test_a_tasks_loader_variables_reach_no_root_program_of_a_test_sh_run_as_its_user(docker_client, tmp_path):
+    # Red team 87: the task's LD_* variables were handed back (env) before root's timeout and setpriv ran,
+    # so a library of the agent's in the task's LD_LIBRARY_PATH ran as root and forged the results (1.0).
+    # Here a library only root can read stands for it: root's programs loading it say "too short", the
+    # verifier's user's say they cannot open it.
+    import asyncio
+
+    from test_docker_attacks import users_sandbox
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    toml = '[verifier]\nuser = "grader"\n[verifier.env]\nLD_PRELOAD = "/root/preload.so"\n'
+    test_sh = 'echo "$LD_PRELOAD" > /dev/null; echo 1 > /logs/verifier/reward.txt\n'
+    plan = plan_verification(load_task(write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})))
+
+    async def graded() -> Any:
+        async with users_sandbox(docker_client, write(tmp_path / "ws", {})) as sandbox:
+            made = await sandbox.exec("printf x > /root/preload.so && chmod 600 /root/preload.so", user="root")
+            assert made.return_code == 0, made
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(graded())
+    assert outcome.reward == 1.0, outcome
+    assert "too short" not in outcome.stdout, outcome.stdout  # no root program loaded it
+    assert "cannot open shared object file" in outcome.stdout, outcome.stdout  # the verifier's programs got it
+
+
+def test_a_verifier_user_that_is_root_by_another_number_never_runs_in_the_trusted_exec(docker_client, tmp_path):
+    # Red team 87: "00" is uid 0, but not root's name: test.sh ran as root in the one exec whose done
+    # marker the host trusts, and a program it ran forged the results (1.0). It runs in an exec of its
+    # own, as any uid 0 by another name, whose ending the engine is asked about.
+    import asyncio
+
+    from test_docker_attacks import users_sandbox
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    test_sh = "id -u; echo 1 > /logs/verifier/reward.txt\n"
+    toml = '[verifier]\nuser = "00"\n'
+    plan = plan_verification(load_task(write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})))
+
+    async def graded() -> Any:
+        async with users_sandbox(docker_client, write(tmp_path / "ws", {})) as sandbox:
+            counting = _Counting(sandbox)
+            return await run_verification(plan, counting), counting.execs
+
+    outcome, execs = asyncio.run(graded())
+    assert (outcome.reward, outcome.stdout.strip(), execs) == (1.0, "0", 3), (outcome, execs)

@@ -109,7 +109,9 @@ as_verifier() {
     groups=$(id -G -- "$found" 2>/dev/null) || fail 93 "cannot read the groups of $name ([verifier].user)"
     groups=${groups// /,}
   fi
-  [ "$uid" = 0 ] && return 1
+  # By number: "00" is root too (red team 87: it ran test.sh as root in this exec, whose results the host trusts).
+  case $uid in '' | *[!0-9]*) return 1 ;; esac
+  (( 10#$uid == 0 )) && return 1
   [ -n "$group" ] && gid=$group groups=$group
   switch_user=("$1" --reuid="$uid" --regid="$gid" --groups="$groups" --)
   [ -n "$home" ] && { [ -z "${HOME-}" ] || [ "$HOME" = ~root ]; } && verifier_home=$home
@@ -339,7 +341,10 @@ handover() {
 # The folders, not the sidecar's inputs in $LOGS: those stay their writer's (secure_inputs). $1: a file
 # in $LOGS that this exec made for the run (test-stdout.txt), which that user's run makes under Harbor.
 hand_over_own() {
-  chown -R -- "$RUN_AS" "$TESTS" && chown -- "$RUN_AS" "$LOGS" "$@" || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
+  # The file first, never through a link: once $LOGS is that user's, its programs can put a link in the
+  # file's place, which chown would follow (red team 87: /usr/bin/timeout became the agent's).
+  { [ "$#" = 0 ] || chown -h -- "$RUN_AS" "$@"; } && chown -R -- "$RUN_AS" "$TESTS" && chown -- "$RUN_AS" "$LOGS" \
+    || fail 93 "cannot hand $TESTS and $LOGS to $RUN_AS"
 }
 
 # Whether the working directory is one of the folders given or inside one: by device and inode,
@@ -413,7 +418,10 @@ run() {
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  PATH=$verifier_path "${launcher[@]}" "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" \
+  # The held-back variables (LD_PRELOAD, LD_LIBRARY_PATH, ...) only for what runs after the switch: root's
+  # timeout and setpriv would load what they name (red team 87: the agent's library, in the task's
+  # LD_LIBRARY_PATH, forged the results as root).
+  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${launcher[@]}" \
     "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?

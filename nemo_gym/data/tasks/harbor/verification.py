@@ -723,7 +723,7 @@ class _Grading:
         # and a root shell's pipe and signals are out of that user's reach: unless that user
         # is uid 0 with a group (root:agent, 0:1000), which the runner switches to all the same (red
         # team, round 21; a name that hides uid 0 is refused by the runner).
-        untouched = not self.by_admin or (steps.handover == HANDOVER_READ and not names_root(self.verifier))
+        untouched = not names_root(self.verifier) and (not self.by_admin or steps.handover == HANDOVER_READ)
         first = await self._exec(
             lambda: sandbox.exec_piped(
                 grading_command(steps),
