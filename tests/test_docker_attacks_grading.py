@@ -947,3 +947,50 @@ def test_a_verifier_user_that_is_root_by_another_number_never_runs_in_the_truste
 
     outcome, execs = asyncio.run(graded())
     assert (outcome.reward, outcome.stdout.strip(), execs) == (1.0, "0", 3), (outcome, execs)
+
+
+# Red team 88: the check that the verifier's user can enter the working directory ran as that user beside
+# root's shell, holding its descriptors, the results pipe among them: a leftover of the same user took it
+# (pidfd_getfd) and wrote its own results first. Here the leftover, the verifier's user itself, looks for
+# any process of its user holding a pipe other than its own while grading runs.
+PIPE_SEEKER = r"""
+import os, time
+mine = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")}
+found = set()
+end = time.time() + 20
+while time.time() < end and not os.path.exists("/tmp/graded"):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("pipe:") and target not in mine:
+                    found.add(f"{pid}:{fd}:{target}")
+        except OSError:
+            pass
+open("/tmp/seen-pipes", "w").write("\n".join(sorted(found)))
+"""
+
+
+def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client, tmp_path):
+    from test_docker_attacks import attack, leave_behind
+
+    task_dir = write(
+        tmp_path / "task",
+        {
+            "task.toml": '[verifier]\nuser = "grader"\n',
+            "tests/test.sh": "sleep 1; touch /tmp/graded; echo 0 > /logs/verifier/reward.txt\n",
+        },
+    )
+
+    async def before(sandbox: Any) -> None:
+        await leave_behind(sandbox, f"exec python3 -c {shlex.quote(PIPE_SEEKER)}", user="grader")
+
+    async def after(sandbox: Any) -> str:
+        done = "for i in $(seq 100); do [ -e /tmp/seen-pipes ] && break; sleep 0.1; done; cat /tmp/seen-pipes"
+        return (await sandbox.exec(done, user="root")).stdout
+
+    outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert seen == "", seen

@@ -109,10 +109,13 @@ as_verifier() {
     groups=$(id -G -- "$found" 2>/dev/null) || fail 93 "cannot read the groups of $name ([verifier].user)"
     groups=${groups// /,}
   fi
-  # By number: "00" is root too (red team 87: it ran test.sh as root in this exec, whose results the host trusts).
-  case $uid in '' | *[!0-9]*) return 1 ;; esac
+  # By number: "00" is root too (red team 87: it ran test.sh as root in this exec, whose results the host
+  # trusts), and so is 4294967296, which setpriv cuts to 32 bits (red team 88): ten digits or more are refused.
+  case $uid in '' | *[!0-9]* | ??????????*) return 1 ;; esac
   (( 10#$uid == 0 )) && return 1
   [ -n "$group" ] && gid=$group groups=$group
+  case $gid in ??????????*) return 1 ;; esac
+  verifier_uid=$((10#$uid))
   switch_user=("$1" --reuid="$uid" --regid="$gid" --groups="$groups" --)
   [ -n "$home" ] && { [ -z "${HOME-}" ] || [ "$HOME" = ~root ]; } && verifier_home=$home
   return 0
@@ -123,7 +126,7 @@ as_verifier() {
 # as an admin other than root, or where finish cannot stop that user's programs first (KILL_STRAYS=0:
 # finish, as root, would read the folders they still write in), it stops after prepare, with status 95,
 # and the host runs test.sh as that user in an exec of that user's own, then reclaims (see grading.py).
-switch_user=() verifier_home="" prepared_only=""
+switch_user=() verifier_home="" verifier_uid="" prepared_only=""
 if [ "$HANDOVER" = own ] && [[ " $STEPS " = *" prepare "* ]] && [[ " $STEPS " = *" run "* ]]; then
   if ! { [ "$is_root$KILL_STRAYS" = 11 ] && find_program setpriv && as_verifier "$REPLY"; }; then
     switch_user=() STEPS=prepare prepared_only=1
@@ -376,20 +379,27 @@ enter_workdir() {
       *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
     esac
   fi
-  # This shell is root's where it runs test.sh as another user (switch_user): whether that user can
-  # enter it too, as its own exec would have had to (Docker's exec -u fails to start there).
-  if [ -z "$REPLY" ] && [ "${#switch_user[@]}" != 0 ] \
-    && ! "${switch_user[@]}" "${test_shell[0]}" -c 'cd -P -- "$1"' enter "$WORKDIR" 2>/dev/null; then
-    REPLY="the working directory $WORKDIR is gone or closed to this user"
-  fi
   [ -z "$REPLY" ]
+}
+
+# What the verifier's user runs first where this shell switches to it (switch_user), under timeout, with
+# none of grading's descriptors: it enters the working directory itself, by its own rights, as its own exec
+# would have (a check beside a root's cd was raced, and held the results pipe: red team 88), makes sure it
+# is the uid asked for, then runs "$@" (bash test.sh).
+user_start() {
+  printf '%s\n' "$(declare -f within enter_workdir)" \
+    "WORKDIR=$(printf %q "$WORKDIR") TESTS=$(printf %q "$TESTS") LOGS=$(printf %q "$LOGS")" \
+    'enter_workdir || { echo "$REPLY: the verifier did not run"; exit 1; }' \
+    'while IFS=$'"'"' \t'"'"' read -r key real effective saved fs; do [ "$key" = Uid: ] && break; done < /proc/self/status' \
+    "[ \"\$real \$effective \$saved \$fs\" = '$verifier_uid $verifier_uid $verifier_uid $verifier_uid' ] || { echo \"test.sh would run as uid \$effective, not $verifier_uid: the verifier did not run\"; exit 1; }" \
+    'exec "$@"'
 }
 
 run() {
   local up held=() entry launcher=()
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
     || fail 92 "cannot create $LOGS/test-stdout.txt"
-  if ! enter_workdir; then
+  if [ "${#switch_user[@]}" = 0 ] && ! enter_workdir; then  # else the verifier's user enters it (user_start)
     echo "$REPLY: the verifier did not run" >&4
     run_started=0 elapsed=0
     exec 4>&-
@@ -421,7 +431,9 @@ run() {
   # The held-back variables (LD_PRELOAD, LD_LIBRARY_PATH, ...) only for what runs after the switch: root's
   # timeout and setpriv would load what they name (red team 87: the agent's library, in the task's
   # LD_LIBRARY_PATH, forged the results as root).
-  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${launcher[@]}" \
+  local start=()
+  [ "${#switch_user[@]}" = 0 ] || start=("${test_shell[0]}" -c "$(user_start)" enter)
+  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${launcher[@]}" "${start[@]}" \
     "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?
