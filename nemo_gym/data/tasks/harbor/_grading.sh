@@ -432,7 +432,9 @@ run() {
   # timeout and setpriv would load what they name (red team 87: the agent's library, in the task's
   # LD_LIBRARY_PATH, forged the results as root).
   local start=()
-  [ "${#switch_user[@]}" = 0 ] || start=("${test_shell[0]}" -c "$(user_start)" enter)
+  # -p: no function from the environment (BASH_FUNC_read%%, an image's or a task's) is defined in the start
+  # before its checks run (red team 89); test.sh, which it execs, gets them as Harbor gives them.
+  [ "${#switch_user[@]}" = 0 ] || start=("${test_shell[0]}" -p -c "$(user_start)" enter)
   PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${launcher[@]}" "${start[@]}" \
     "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
