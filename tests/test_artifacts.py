@@ -1232,53 +1232,39 @@ def test_the_artifacts_owner_is_never_the_verifiers_uid(owner, verifier_user, gi
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_parent_folder_the_agent_made_a_link_is_never_followed_as_root(tmp_path, mode, local):
-    # Red team 85: the artifact /app/out/answer.txt, and the agent (nobody) made /app/out a link to a
-    # root-only folder of the image's holding an answer.txt: the copy, made as root, followed it, and the
-    # verifier read the hidden answer (1.0). A parent folder that is a link of anyone's but root's leaves
-    # the artifact out whole (which a separate verification scores 0).
+@pytest.mark.parametrize(
+    "roots_link, agents_link, artifact",
+    [
+        # Red team 85: the artifact /app/out/answer.txt, and the agent (nobody) made /app/out a link to a
+        # root-only folder of the image's holding an answer.txt: the copy, made as root, followed it, and
+        # the verifier read the hidden answer (1.0).
+        (None, "/app/out", "/app/out/answer.txt"),
+        # Red team 86: only links of anyone's but root's were refused, by the path as written: the image's
+        # /app/data -> shared passed, and the agent made /app/shared -> a folder it cannot read.
+        ("data", "/app/shared", "/app/data/answer.txt"),
+    ],
+    ids=["the-agents-link", "a-roots-link-through-the-agents"],
+)
+def test_a_link_above_an_artifact_is_never_followed_as_root(tmp_path, mode, local, roots_link, agents_link, artifact):
+    # Any link among an artifact's parent folders, whoever made it, leaves the artifact out whole
+    # (which a separate verification scores 0).
     from test_attacks import needs_root
 
     needs_root()
     hidden = write_files(tmp_path / "hidden", {"secret/answer.txt": "42"})
     (hidden / "secret").chmod(0o700)
     workspace = write_files(tmp_path / "agent", {})
+    if roots_link:
+        os.symlink("shared", workspace / roots_link)  # the image's own link, root's
     workspace.chmod(0o777)
 
     async def go() -> CollectedArtifacts:
         async with LocalSandbox(workspace, workdir="/app", mounts={"/srv": hidden}) as agent:
-            made = await agent.exec("ln -s /srv/secret /app/out && cat /app/out/answer.txt", user="nobody")
+            made = await agent.exec(f"ln -s /srv/secret {agents_link} && cat {artifact}", user="nobody")
             assert made.return_code != 0 and "Permission denied" in made.stderr, made  # the agent cannot read it
             sandbox: Any = agent if mode == "archive" else TarOnly(agent)
-            return await collect_artifacts(
-                sandbox, [Artifact("/app/out/answer.txt", "app/out/answer.txt")], tmp_path / "collected"
-            )
+            return await collect_artifacts(sandbox, [Artifact(artifact, "answer.txt")], tmp_path / "collected")
 
     collected = run(go())
-    assert not os.path.lexists(tmp_path / "collected" / "app/out/answer.txt")
-    assert collected.cut == ("/app/out/answer.txt",), collected
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_a_roots_link_that_leads_through_the_agents_is_never_followed(tmp_path, mode, local):
-    # Red team 86: only links of anyone's but root's were refused, by the path as written: the image's
-    # /app/data -> shared passed, and the agent made /app/shared -> a folder it cannot read.
-    from test_attacks import needs_root
-
-    needs_root()
-    hidden = write_files(tmp_path / "hidden", {"secret/answer.txt": "42"})
-    (hidden / "secret").chmod(0o700)
-    workspace = write_files(tmp_path / "agent", {})
-    os.symlink("shared", workspace / "data")  # the image's own link, root's
-    workspace.chmod(0o777)
-
-    async def go() -> CollectedArtifacts:
-        async with LocalSandbox(workspace, workdir="/app", mounts={"/srv": hidden}) as agent:
-            made = await agent.exec("ln -s /srv/secret /app/shared && cat /app/data/answer.txt", user="nobody")
-            assert made.return_code != 0 and "Permission denied" in made.stderr, made
-            sandbox: Any = agent if mode == "archive" else TarOnly(agent)
-            return await collect_artifacts(sandbox, [Artifact("/app/data/answer.txt", "answer.txt")], tmp_path / "out")
-
-    collected = run(go())
-    assert not os.path.lexists(tmp_path / "out" / "answer.txt")
-    assert collected.cut == ("/app/data/answer.txt",), collected
+    assert not os.path.lexists(tmp_path / "collected" / "answer.txt")
+    assert collected.cut == (artifact,), collected

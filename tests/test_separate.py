@@ -10,7 +10,7 @@ import subprocess
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, List
+from typing import Any, AsyncIterator, Dict, List, Optional
 
 import pytest
 from support import nested_folders, write_files
@@ -21,6 +21,8 @@ from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verif
 
 SEPARATE = '[verifier]\nenvironment_mode = "separate"\n[environment]\ndocker_image = "agent:1"\n'
 TEST_SH = {"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"}
+# The task: keep main.py and delete secret.txt, both in /app.
+SECRET_DELETED = 'if [ "$(cat /app/main.py)" = ok ] && [ ! -e /app/secret.txt ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
 
 # id, task.toml, the refusal (a part of it), or None and the separate verifier's network.
 NETWORK = [
@@ -188,13 +190,30 @@ def test_the_run_collects_stops_then_grades_in_a_fresh_sandbox(tmp_path):
     assert specs[0].image == "agent:1" and specs[0].workdir == "/app"
 
 
+def graded_separately(task: Any, workspace: Path, tmp_path: Path, mounts: Optional[Dict[str, Path]] = None) -> Any:
+    """The outcome of ``task`` graded separately on the local sandbox: the agent's at ``/app`` over
+    ``workspace`` (and ``mounts``), the verifier's a fresh one."""
+    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
+
+    @asynccontextmanager
+    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
+        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
+            yield fresh
+
+    async def go() -> Any:
+        async with LocalSandbox(workspace, workdir="/app", mounts=mounts) as agent:
+            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
+
+    return asyncio.run(go())
+
+
 @pytest.mark.parametrize("answer", ["41", "42"])
 def test_folders_nested_past_what_a_copy_can_make_score_0_never_mask(tmp_path, answer):
     # The agent nests folders beside its answer until no path of them can be made on the host (past
     # Python's recursion limit and Linux's PATH_MAX): masking the sample would spare a wrong answer
     # its 0. The copy is cut short there, which is the agent's doing: 0, the right answer's too (the
     # verifier graded the rest, until red team 85 chose what the rest left out).
-    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox, namespaces_available
+    from nemo_gym.data.tasks.harbor.sandboxes.local import namespaces_available
 
     if not namespaces_available():
         pytest.fail("this machine kind provides bubblewrap (installed by .ci/run)")
@@ -203,17 +222,8 @@ def test_folders_nested_past_what_a_copy_can_make_score_0_never_mask(tmp_path, a
     task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
     workspace = write_files(tmp_path / "agent", {"out.txt": answer})
 
-    @asynccontextmanager
-    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
-        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
-            yield fresh
-
-    async def go() -> Any:
-        async with LocalSandbox(workspace, workdir="/app") as agent:
-            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
-
     with nested_folders(workspace / "deep", ["a"] * 2100, scratch=tmp_path):
-        outcome = asyncio.run(go())
+        outcome = graded_separately(task, workspace, tmp_path)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "artifacts_cut_short"), outcome
 
 
@@ -329,26 +339,14 @@ def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
     # the verifier would not see: told to delete secret.txt, it kept it and put 20,000 entries before it,
     # and a verifier that checks the file is gone graded the rest: 1.0. An artifact cut short by what the
     # agent left is its doing: 0, never graded (whatever the rest holds) and never masked.
-    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
-
     toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
-    test_sh = 'if [ "$(cat /app/main.py)" = ok ] && [ ! -e /app/secret.txt ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
-    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": SECRET_DELETED}))
     workspace = write_files(tmp_path / "agent", {"main.py": "ok", "secret.txt": "kept"})
     (workspace / "pad").mkdir()
     for number in range(20000):
         (workspace / "pad" / f"{number:05d}").touch()
 
-    @asynccontextmanager
-    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
-        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
-            yield fresh
-
-    async def go() -> Any:
-        async with LocalSandbox(workspace, workdir="/app") as agent:
-            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
-
-    outcome = asyncio.run(go())
+    outcome = graded_separately(task, workspace, tmp_path)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert outcome.failure_kind == "artifacts_cut_short" and "/app/pad/" in outcome.detail, outcome.detail
 
@@ -359,24 +357,12 @@ def test_a_file_the_agent_made_a_link_out_or_a_fifo_is_still_there_for_the_verif
     # of the copy, so a secret.txt the agent was told to delete and made a link to anywhere looked gone:
     # 1.0. Its name now stays, as an empty file (a dangling link's too, which
     # Harbor's verifier would call gone: the agent made a link where it was told to delete a file).
-    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
-
     toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
-    test_sh = 'if [ "$(cat /app/main.py)" = ok ] && [ ! -e /app/secret.txt ]; then echo 1; else echo 0; fi >/logs/verifier/reward.txt\n'
-    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
+    task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": SECRET_DELETED}))
     workspace = write_files(tmp_path / "agent", {"main.py": "ok"})
     subprocess.run(left, shell=True, cwd=workspace, check=True)
 
-    @asynccontextmanager
-    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
-        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
-            yield fresh
-
-    async def go() -> Any:
-        async with LocalSandbox(workspace, workdir="/app") as agent:
-            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
-
-    outcome = asyncio.run(go())
+    outcome = graded_separately(task, workspace, tmp_path)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
 
 
@@ -384,8 +370,6 @@ def test_an_artifact_inside_the_convention_folder_cut_short_scores_0(tmp_path):
     # Red team 86: a task's artifact inside /logs/artifacts is copied with that folder (collected first,
     # the task's entry then "already copied"), and the folder's copy cut short was not the task's: the
     # agent's 20,000 entries before secret.txt hid it again (1.0).
-    from nemo_gym.data.tasks.harbor.sandboxes.local import LocalSandbox
-
     toml = 'artifacts = ["/logs/artifacts/out"]\n' + SEPARATE + 'workdir = "/app"\n'
     test_sh = (
         'out=/logs/artifacts/out; if [ "$(cat $out/main.py)" = ok ] && [ ! -e $out/secret.txt ]; '
@@ -397,15 +381,6 @@ def test_an_artifact_inside_the_convention_folder_cut_short_scores_0(tmp_path):
     for number in range(20000):
         (published / "out" / "pad" / f"{number:05d}").touch()
 
-    @asynccontextmanager
-    async def open_verifier(spec: VerifierSandboxSpec) -> AsyncIterator[Any]:
-        async with LocalSandbox(write_files(tmp_path / "fresh", {}), workdir="/app") as fresh:
-            yield fresh
-
-    async def go() -> Any:
-        mounts = {"/logs/artifacts": published}
-        async with LocalSandbox(write_files(tmp_path / "agent", {}), workdir="/app", mounts=mounts) as agent:
-            return await run_separate_verification(task, plan_verification(task), agent, open_verifier)
-
-    outcome = asyncio.run(go())
+    agent = write_files(tmp_path / "agent", {})
+    outcome = graded_separately(task, agent, tmp_path, mounts={"/logs/artifacts": published})
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, "artifacts_cut_short"), outcome
