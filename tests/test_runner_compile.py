@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nemo_gym.data.tasks.harbor.bytecode import shim_dir
 
@@ -69,6 +71,29 @@ def test_the_code_is_what_compile_gives(source: bytes, monkeypatch: pytest.Monke
     code = _fast(source, monkeypatch)
     assert _same(code, compile(source, PATH, "exec", dont_inherit=True))
     assert not _same(code, compile(source, "/tests/other.py", "exec", dont_inherit=True))
+
+
+def _outcome(make: Any) -> Any:
+    try:
+        return make()
+    except Exception as error:  # SyntaxError, ValueError (NUL), UnicodeDecodeError, ...
+        return type(error), str(error), getattr(error, "filename", None), getattr(error, "lineno", None)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_piece_of_a_real_source_compiles_or_fails_as_compile_does(data: Any):
+    # Slices of real sources, cut anywhere (inside a line, a string, a UTF-8 character): most do not
+    # compile, and the error must be compile's own; those that do must give compile's code.
+    source = data.draw(st.sampled_from(_shipped_sources()))
+    start = data.draw(st.integers(0, len(source)))
+    piece = source[start : data.draw(st.integers(start, len(source)))]
+    got = _outcome(lambda: RUNNER.compile_module(piece, PATH))
+    expected = _outcome(lambda: compile(piece, PATH, "exec", dont_inherit=True))
+    if isinstance(expected, tuple):
+        assert got == expected
+    else:
+        assert not isinstance(got, tuple) and _same(got, expected), got
 
 
 def test_every_nested_code_names_the_file(monkeypatch: pytest.MonkeyPatch):
