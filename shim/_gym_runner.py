@@ -190,6 +190,17 @@ class _Compiled(BaseException):
 # Turns any warning raised while compiling into an error, so that ``compile`` gives it again, naming
 # the file (``exec`` names every text ``<string>``).
 _WARNINGS_AS_ERRORS = ("error", None, Warning, None, 0)
+# What compiling a text raises (a warning above becomes a SyntaxError, or itself on some versions).
+_COMPILE_ERRORS = (SyntaxError, ValueError, LookupError, MemoryError, RecursionError, Warning)
+
+
+def _watched() -> "bool":
+    """Whether a profiler, a tracer or (3.12+) a ``sys.monitoring`` tool watches this thread: the hook
+    ``compile_module`` sets would stand in their way, or they would see its exception."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(tool) is not None for tool in range(6))
 
 
 def compile_module(source: "bytes", path: "str") -> "Any":
@@ -201,34 +212,39 @@ def compile_module(source: "bytes", path: "str") -> "Any":
     here), and a profile hook stops the module's frame before its first instruction, in globals
     with no builtins besides; the code then takes ``path`` as its file name throughout, as the
     import system renames moved bytecode. ``compile`` decides everything else, so that errors and
-    warnings name the file: a text that does not compile or warns while compiling, a profiler or
-    tracer already set, a module frame that was never stopped."""
-    if sys.getprofile() is None and sys.gettrace() is None:
-        warnings = sys.modules.get("warnings")
-        filters = _warnings.filters if warnings is None else warnings.filters  # what C reads
-        codes: List[Any] = []
-        here = sys._getframe().f_code
+    warnings name the file: a text that does not compile or warns while compiling, a profiler,
+    tracer or monitoring tool already watching, a module frame that was never stopped. Any other
+    exception (a signal handler's) propagates, as it would from ``compile``."""
+    warnings = sys.modules.get("warnings")
+    filters = _warnings.filters if warnings is None else warnings.filters  # what C reads
+    if _watched() or type(filters) is not list:
+        return compile(source, path, "exec", dont_inherit=True)
+    codes: List[Any] = []
+    here = sys._getframe().f_code
 
-        def stop(frame: "Any", event: "str", _: "Any") -> None:
-            code = frame.f_code  # the module's, called by exec from here (not a codec's search function)
-            if event == "call" and not codes and frame.f_back.f_code is here and code.co_name == "<module>":
-                codes.append(code)
-                raise _Compiled
+    def stop(frame: "Any", event: "str", _: "Any") -> None:
+        code = frame.f_code  # the module's, called by exec from here (not a codec's search function)
+        if event == "call" and not codes and frame.f_back.f_code is here and code.co_name == "<module>":
+            codes.append(code)
+            raise _Compiled
 
+    try:
         filters.insert(0, _WARNINGS_AS_ERRORS)
         try:
             sys.setprofile(stop)
-            try:
-                exec(source, {"__builtins__": {}})
-            finally:
-                sys.setprofile(None)
-        except (_Compiled, Exception):  # on an Exception, compile says what is wrong, naming the file
-            pass
+            exec(source, {"__builtins__": {}})
         finally:
-            filters.remove(_WARNINGS_AS_ERRORS)
-        if codes:
-            _imp._fix_co_filename(codes[0], path)  # type: ignore[attr-defined]
-            return codes[0]
+            sys.setprofile(None)
+    except _Compiled:
+        pass
+    except _COMPILE_ERRORS:
+        codes.clear()  # compile says what is wrong, naming the file
+    finally:
+        if filters and filters[0] is _WARNINGS_AS_ERRORS:
+            del filters[0]
+    if codes:
+        _imp._fix_co_filename(codes[0], path)  # type: ignore[attr-defined]
+        return codes[0]
     return compile(source, path, "exec", dont_inherit=True)
 
 

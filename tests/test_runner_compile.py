@@ -5,6 +5,7 @@ once."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import marshal
 import sys
@@ -145,6 +146,49 @@ def test_a_profiler_already_set_is_kept_and_compile_decides():
         sys.setprofile(None)
     assert _same(code, compile(SOURCES[1], PATH, "exec", dont_inherit=True))
     assert calls  # the profiler saw the calls
+
+
+def test_a_monitoring_tool_already_set_is_kept_and_compile_decides(monkeypatch: pytest.MonkeyPatch):
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        pytest.skip("sys.monitoring is Python 3.12+")
+    calls: List[Any] = []
+    monkeypatch.setattr(
+        RUNNER, "compile", lambda *args, **kwargs: calls.append(args) or compile(*args, **kwargs), raising=False
+    )
+    tool = next(tool for tool in range(6) if monitoring.get_tool(tool) is None)
+    monitoring.use_tool_id(tool, "a debugger")
+    try:
+        code = RUNNER.compile_module(SOURCES[1], PATH)
+    finally:
+        monitoring.free_tool_id(tool)
+    assert len(calls) == 1 and _same(code, compile(SOURCES[1], PATH, "exec", dont_inherit=True))
+
+
+def test_a_signal_handlers_exception_propagates_and_nothing_is_left_set():
+    # Red team 90: a signal handler raises at the first Python code that runs, the hook; compile() would
+    # have let its exception through, and the hook or the warnings filter stayed set.
+    import signal
+
+    class Deadline(Exception):
+        pass
+
+    def expire(signum: int, frame: Any) -> None:
+        raise Deadline
+
+    source = b"".join(b"def f%d(a, b):\n    return [a + b for _ in range(a)]\n" % number for number in range(3000))
+    filters = list(sys.modules["warnings"].filters)
+    previous = signal.signal(signal.SIGALRM, expire)
+    gc.disable()  # no finalizer of the test run's may run Python code (and the handler) while compiling
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.001)  # compiling the source takes 50 ms or more
+        with pytest.raises(Deadline):
+            RUNNER.compile_module(source, PATH)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        gc.enable()
+    assert sys.getprofile() is None and sys.modules["warnings"].filters == filters
 
 
 # Through the real test.sh: what an author sees.
