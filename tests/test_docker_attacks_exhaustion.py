@@ -167,3 +167,35 @@ def test_a_container_has_a_pids_limit_unless_its_caller_turns_it_off(docker_clie
     outcome = graded(docker_client, tmp_path, FILL_THREADS)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
     assert f"under its pids limit of {DEFAULT_PIDS_LIMIT}" in outcome.detail, outcome
+
+
+def test_a_container_the_agents_fill_had_killed_before_grading_scores_0_not_a_mask(docker_client, tmp_path):
+    """Red team 91: the agent's fill made the container's init the OOM killer's choice (the agent ran, last,
+    a program smaller than every other process; here root raises init's oom_score_adj to the same end), and
+    the container stopped before grading began: a ``sandbox_error`` mask, though only what ran inside it
+    counted against its limit. The engine records the kill: the container's own doing, a 0."""
+    image, volumes = users_image(docker_client)
+    plan = plan_verification(load_task(write_files(tmp_path / "task", TASK)))
+    workspace = write_files(tmp_path / "workspace", {"answer.txt": "a guess"})
+
+    async def run() -> VerificationOutcome:
+        sandbox = DockerSandbox(
+            image, workspace=workspace, volumes=volumes, labels=LABEL, client=docker_client, memory_mb=128
+        )
+        async with sandbox:
+            await sandbox.exec("chown -R agent /workspace && echo 1000 > /proc/1/oom_score_adj", user="root")
+            await sandbox.exec(f"nohup bash -c {shlex.quote(FILL_MEMORY)} >/dev/null 2>&1 &", user="agent")
+            container = sandbox._require()
+            for _ in range(300):
+                await asyncio.get_running_loop().run_in_executor(None, container.reload)
+                if container.status != "running":
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the fill never had the container's init killed")
+            assert container.attrs["State"]["OOMKilled"] is True, container.attrs["State"]
+            return await run_verification(plan, sandbox)
+
+    outcome = asyncio.run(run())
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
+    assert "killed the container for want of memory under its 128 MiB limit" in outcome.detail, outcome

@@ -82,6 +82,15 @@ def test_exhaustion(given, memory_limit, expected):
             "grading could not start a process under its pids limit of 64",
         ),
         (stats(pids={"current": 5}), LIMIT, {"fork_failed": True}, None),  # no pids limit: the host's pids
+        # Red team 91: the agent's fill made the container's init the OOM killer's choice before grading,
+        # and the container stopped: its own limit, the agent's doing (a stopped container has no stats).
+        (
+            {},
+            LIMIT,
+            {"stopped_by_oom": True},
+            "the kernel killed the container for want of memory under its 256 MiB limit",
+        ),
+        ({}, 0, {"stopped_by_oom": True}, None),  # no limit of its own: the host's OOM, a neighbour's doing
     ],
 )
 def test_exhaustion_during_grading(given, memory_limit, events, expected):

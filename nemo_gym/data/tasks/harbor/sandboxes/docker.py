@@ -114,16 +114,23 @@ def _feed(connection: Any, data: bytes) -> None:
 
 
 def exhaustion(
-    stats: Mapping[str, Any], memory_limit: int, *, oom_kills: int = 0, fork_failed: bool = False
+    stats: Mapping[str, Any],
+    memory_limit: int,
+    *,
+    oom_kills: int = 0,
+    fork_failed: bool = False,
+    stopped_by_oom: bool = False,
 ) -> Optional[str]:
     """Why a container has no room left for grading, or ``None``, from the engine's ``stats`` of it,
-    its ``memory_limit`` (bytes, 0 for none), the OOM kills in it since grading began and whether
-    grading's output says a fork failed for want of a process (``EAGAIN``):
+    its ``memory_limit`` (bytes, 0 for none), the OOM kills in it since grading began, whether
+    grading's output says a fork failed for want of a process (``EAGAIN``) and whether the container
+    has stopped with the engine's record that the kernel killed it for want of memory:
     - under a pids limit: grading could not fork, or fewer than ``GRADING_PIDS`` processes are free;
-    - under a memory limit: the kernel killed a process for want of memory during grading, or less
-      than ``GRADING_MEMORY_BYTES`` is left that it could reclaim (usage past the page cache of
-      files, active or not: shared memory and tmpfs files, on the anonymous lists, which no process
-      owns and no OOM kill frees, count).
+    - under a memory limit: the container stopped killed for want of memory (at any time: a fill of
+      the agent's made its init the OOM killer's choice, red team 91), the kernel killed a process
+      for want of memory during grading, or less than ``GRADING_MEMORY_BYTES`` is left that it could
+      reclaim (usage past the page cache of files, active or not: shared memory and tmpfs files, on
+      the anonymous lists, which no process owns and no OOM kill frees, count).
     The events and the failed fork count even where the stats show room again: a process of the
     agent's may free what it held the moment grading failed, before the host asks."""
     pids = stats.get("pids_stats") or {}
@@ -135,6 +142,8 @@ def exhaustion(
             return f"{current} of its {limit} processes are in use"
     if memory_limit <= 0:
         return None
+    if stopped_by_oom:
+        return f"the kernel killed the container for want of memory under its {memory_limit >> 20} MiB limit"
     if oom_kills > 0:
         return f"the kernel killed {oom_kills} process(es) for want of memory under its {memory_limit >> 20} MiB limit"
     memory = stats.get("memory_stats") or {}
@@ -524,8 +533,9 @@ class DockerSandbox:
     async def exhausted(self, *, since: float, fork_failed: bool = False) -> Optional[str]:
         """Why the container's own pids or memory limit left grading no room (``exhaustion``), or
         ``None``: asked once grading, begun at ``since`` (``time.time()``), has failed there; from the
-        container's limits, the engine's stats and its record of OOM kills since then, by the engine's
-        clock (four round trips, the last waiting a second for the engine's clock to pass the present)."""
+        container's limits and state, the engine's stats and its record of OOM kills since then, by the
+        engine's clock (four round trips, the last waiting a second for the engine's clock to pass the
+        present)."""
         container = self._require()
 
         def read() -> Optional[str]:
@@ -545,7 +555,11 @@ class DockerSandbox:
                     filters={"container": container.id, "event": "oom"},
                 )
                 kills = sum(1 for _ in events)
-            return exhaustion(stats, memory_limit, oom_kills=kills, fork_failed=fork_failed)
+            state = container.attrs.get("State") or {}
+            stopped_by_oom = not state.get("Running", True) and state.get("OOMKilled") is True
+            return exhaustion(
+                stats, memory_limit, oom_kills=kills, fork_failed=fork_failed, stopped_by_oom=stopped_by_oom
+            )
 
         return await in_thread(read)
 
