@@ -6,10 +6,12 @@ in front of the real ones are damage, and the cache tag never drops a task's own
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Tuple
 
 import pytest
 from support import IN_SANDBOX, write_files
+
+from nemo_gym.data.tasks.harbor.verification import GRADING_BROKEN
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -867,11 +869,11 @@ class _Counting:
 WHO = 'id -u; id -g; id -G; echo "$HOME"; pwd; echo 1 > /logs/verifier/reward.txt\n'
 
 
-@pytest.mark.parametrize("user", ["grader", "grader:agent", "1001", "4242", "1001:1000"])
-def test_a_task_test_sh_runs_as_its_user_alike_in_one_exec_and_in_an_exec_of_its_own(docker_client, tmp_path, user):
-    """Issue 14: a task's own test.sh as another user took three execs (prepare, the run as that user,
-    reclaim); with setpriv, grading's root shell switches itself, in one. That user is set up as Docker's
-    `exec -u` sets it up: uid, group, supplementary groups, HOME, working directory."""
+def graded_in_users_sandbox(
+    docker_client: Any, folder: Path, toml: str, test_sh: str, *, setpriv: bool = True, root_first: str = ""
+) -> Tuple[Any, int]:
+    """A task's own test.sh graded in the suite's image of users (root, agent, grader), with or without
+    setpriv, after root ran ``root_first`` there: the outcome, and how many execs grading took."""
     import asyncio
 
     from test_docker_attacks import users_sandbox
@@ -879,19 +881,31 @@ def test_a_task_test_sh_runs_as_its_user_alike_in_one_exec_and_in_an_exec_of_its
     from nemo_gym.data.tasks.harbor.task import load_task
     from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
 
-    plan = plan_verification(
-        load_task(write(tmp_path / "task", {"task.toml": f'[verifier]\nuser = "{user}"\n', "tests/test.sh": WHO}))
-    )
+    plan = plan_verification(load_task(write(folder / "task", {"task.toml": toml, "tests/test.sh": test_sh})))
 
-    async def graded(setpriv: bool) -> Any:
-        async with users_sandbox(docker_client, write(tmp_path / f"ws-{setpriv}", {}), setpriv=setpriv) as sandbox:
-            await sandbox.exec("chmod 755 /workspace", user="root")
+    async def graded() -> Tuple[Any, int]:
+        async with users_sandbox(docker_client, write(folder / "ws", {}), setpriv=setpriv) as sandbox:
+            if root_first:
+                made = await sandbox.exec(root_first, user="root")
+                assert made.return_code == 0, made
             counting = _Counting(sandbox)
-            outcome = await run_verification(plan, counting)
-            return outcome, counting.execs
+            return await run_verification(plan, counting), counting.execs
 
-    seen = {setpriv: asyncio.run(graded(setpriv)) for setpriv in (True, False)}
-    (one, one_execs), (own, own_execs) = seen[True], seen[False]
+    return asyncio.run(graded())
+
+
+@pytest.mark.parametrize("user", ["grader", "grader:agent", "1001", "4242", "1001:1000"])
+def test_a_task_test_sh_runs_as_its_user_alike_in_one_exec_and_in_an_exec_of_its_own(docker_client, tmp_path, user):
+    """Issue 14: a task's own test.sh as another user took three execs (prepare, the run as that user,
+    reclaim); with setpriv, grading's root shell switches itself, in one. That user is set up as Docker's
+    `exec -u` sets it up: uid, group, supplementary groups, HOME, working directory."""
+    toml = f'[verifier]\nuser = "{user}"\n'
+    (one, one_execs), (own, own_execs) = (
+        graded_in_users_sandbox(
+            docker_client, tmp_path / str(setpriv), toml, WHO, setpriv=setpriv, root_first="chmod 755 /workspace"
+        )
+        for setpriv in (True, False)
+    )
     assert (one.reward, own.reward) == (1.0, 1.0), (one, own)
     assert one.stdout == own.stdout, (one.stdout, own.stdout)
     assert (one_execs, own_execs) == (1, 3)
@@ -902,24 +916,10 @@ def test_a_tasks_loader_variables_reach_no_root_program_of_a_test_sh_run_as_its_
     # so a library of the agent's in the task's LD_LIBRARY_PATH ran as root and forged the results (1.0).
     # Here a library only root can read stands for it: root's programs loading it say "too short", the
     # verifier's user's say they cannot open it.
-    import asyncio
-
-    from test_docker_attacks import users_sandbox
-
-    from nemo_gym.data.tasks.harbor.task import load_task
-    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
-
     toml = '[verifier]\nuser = "grader"\n[verifier.env]\nLD_PRELOAD = "/root/preload.so"\n'
     test_sh = 'echo "$LD_PRELOAD" > /dev/null; echo 1 > /logs/verifier/reward.txt\n'
-    plan = plan_verification(load_task(write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})))
-
-    async def graded() -> Any:
-        async with users_sandbox(docker_client, write(tmp_path / "ws", {})) as sandbox:
-            made = await sandbox.exec("printf x > /root/preload.so && chmod 600 /root/preload.so", user="root")
-            assert made.return_code == 0, made
-            return await run_verification(plan, sandbox)
-
-    outcome = asyncio.run(graded())
+    root_first = "printf x > /root/preload.so && chmod 600 /root/preload.so"
+    outcome, _ = graded_in_users_sandbox(docker_client, tmp_path, toml, test_sh, root_first=root_first)
     assert outcome.reward == 1.0, outcome
     assert "too short" not in outcome.stdout, outcome.stdout  # no root program loaded it
     assert "cannot open shared object file" in outcome.stdout, outcome.stdout  # the verifier's programs got it
@@ -929,23 +929,8 @@ def test_a_verifier_user_that_is_root_by_another_number_never_runs_in_the_truste
     # Red team 87: "00" is uid 0, but not root's name: test.sh ran as root in the one exec whose done
     # marker the host trusts, and a program it ran forged the results (1.0). It runs in an exec of its
     # own, as any uid 0 by another name, whose ending the engine is asked about.
-    import asyncio
-
-    from test_docker_attacks import users_sandbox
-
-    from nemo_gym.data.tasks.harbor.task import load_task
-    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
-
     test_sh = "id -u; echo 1 > /logs/verifier/reward.txt\n"
-    toml = '[verifier]\nuser = "00"\n'
-    plan = plan_verification(load_task(write(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh})))
-
-    async def graded() -> Any:
-        async with users_sandbox(docker_client, write(tmp_path / "ws", {})) as sandbox:
-            counting = _Counting(sandbox)
-            return await run_verification(plan, counting), counting.execs
-
-    outcome, execs = asyncio.run(graded())
+    outcome, execs = graded_in_users_sandbox(docker_client, tmp_path, '[verifier]\nuser = "00"\n', test_sh)
     assert (outcome.reward, outcome.stdout.strip(), execs) == (1.0, "0", 3), (outcome, execs)
 
 
@@ -994,3 +979,22 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
     outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert seen == "", seen
+
+
+@pytest.mark.parametrize(
+    ("agent", "toml", "changed"),
+    [
+        ("rm -f /usr/bin/timeout /bin/timeout", "", "/usr/bin/timeout (deleted)"),  # was verifier_error
+        ("sed -i '/^grader:/d' /etc/passwd", '[verifier]\nuser = "grader"\n', "/etc/passwd (changed)"),  # the same
+        ("printf '#!/bin/sh\\necho garbage\\n' > /usr/bin/tar", "", "/usr/bin/tar (changed)"),  # was sandbox_error
+    ],
+    ids=["timeout-deleted", "verifiers-user-removed", "tar-replaced"],
+)
+def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_client, tmp_path, agent, toml, changed):
+    # Red team 91: the agent, root as Docker's default, broke a program or a user grading needs, and grading
+    # failed as it fails in an image without them: a mask it chose for its answer (here, a right one). The
+    # engine's record of what changed since the image tells them apart; an image without them still masks
+    # (test_docker.py).
+    outcome, _ = graded_in_users_sandbox(docker_client, tmp_path, toml, WHO, root_first=agent)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, GRADING_BROKEN), outcome
+    assert changed in outcome.detail, outcome.detail

@@ -11,7 +11,7 @@ import functools
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Tuple
+from typing import Any, Iterable, Mapping, Optional, Tuple
 
 from nemo_gym.data.tasks.harbor.collected import (
     MAX_OUTPUT_DEPTH,
@@ -48,6 +48,43 @@ DEFERRED_NAMES = frozenset(
 )  # fmt: skip
 # Set empty even when nobody said they were set: a sandbox need not report its environment.
 ALWAYS_BLANKED = ("LD_AUDIT", "LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+# The programs grading runs as the admin (``_grading.sh``, ``_strays.sh``; the shim's test.sh adds
+# ``stat``), where its PATH finds them, and the files that say who a user is or load into every
+# program. An agent that changed one (deleted it, replaced it, or put its own first on that PATH) broke
+# its own grading, which then failed for it (red team 91): a 0, not the mask of an image without them.
+GRADING_PROGRAMS = frozenset(
+    (
+        "bash", "timeout", "setpriv", "env", "tar", "rm", "mkdir", "chown", "chmod", "mv", "head", "tail",
+        "sha256sum", "stat", "install", "cp", "id", "dd",
+    )
+)  # fmt: skip
+ADMIN_PATH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")  # _grading.sh's PATH
+IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/ld.so.preload"))
+# The engine's kinds of change of a container's file against its image (``GET /containers/{id}/changes``).
+CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+
+
+def broken_for_grading(changes: Iterable[Mapping[str, Any]]) -> Optional[str]:
+    """Which of grading's programs and files a container's ``changes`` against its image (the engine's,
+    each ``{"Path", "Kind"}``) show changed, as one phrase, or ``None``: a program of
+    ``GRADING_PROGRAMS`` in a folder of ``ADMIN_PATH``, a file of ``IDENTITY_FILES``, the C library
+    or the dynamic loader in a library folder. A change there is no image's fault."""
+    found = []
+    for change in changes:
+        path = change.get("Path")
+        if not isinstance(path, str):
+            continue
+        folder, _, name = path.rpartition("/")
+        loader = folder.startswith(("/lib", "/usr/lib")) and name.startswith(("ld-linux", "libc.so", "libc-"))
+        if path in IDENTITY_FILES or (folder in ADMIN_PATH and name in GRADING_PROGRAMS) or loader:
+            kind = change.get("Kind")
+            found.append(f"{path} ({CHANGE_KINDS.get(kind, 'changed') if isinstance(kind, int) else 'changed'})")
+    if not found:
+        return None
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return "the sandbox's " + ", ".join(sorted(found)[:5]) + more + " since its image"
 
 
 def deferred(name: str) -> bool:

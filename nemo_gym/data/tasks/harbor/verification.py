@@ -46,6 +46,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     STAGING_FAILED,
     UNKNOWN_USER,
     GradingSteps,
+    broken_for_grading,
     deferred,
     grading_command,
 )
@@ -92,6 +93,11 @@ DISK_FULL = "disk_full"
 # inside a container counts against them, so that is the agent's doing (a fill it left behind) or the
 # verifier's: scored 0, never masked (red team 34), and logged.
 RESOURCES_EXHAUSTED = "resources_exhausted"
+# Grading failed in a sandbox whose programs or user files grading needs the agent had changed since its
+# image (deleted `timeout`, replaced `tar`, removed the verifier's user): its own doing, scored 0 (red team 91).
+GRADING_BROKEN = "grading_broken"
+# The masks a broken program or user file can cause: those of an image without them, and a fault of the sandbox.
+_BREAKABLE = ("sandbox_error", "verifier_error", "provider_unavailable")
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
@@ -477,6 +483,7 @@ async def _verify(plan: VerificationPlan, sandbox: Sandbox, verifier: Optional[U
     else:
         started = time.time()
         outcome = await _unless_exhausted(await _grade(plan, sandbox, verifier), sandbox, started)
+        outcome = await _unless_broken(outcome, sandbox)
         if outcome.masked and alive:
             # An entrypoint that has just died can still read as running, and its container stops
             # under the grading: asked again, the engine knows.
@@ -522,6 +529,26 @@ async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox, sinc
     LOGGER.warning("scored 0: the sandbox had no room left for grading (%s)", reason)
     detail = f"the sandbox had no room left for grading: {reason}; {outcome.detail}"
     return VerificationOutcome(reward=0.0, failure_kind=RESOURCES_EXHAUSTED, detail=detail, stdout=outcome.stdout)
+
+
+async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> VerificationOutcome:
+    """A mask of ``_BREAKABLE``, unless the sandbox's changes against its image (its ``changes``, asked
+    only here) show a program or user file grading needs changed (``broken_for_grading``): then a 0
+    (``GRADING_BROKEN``). An image without them masks; a root agent that deleted `timeout` or the
+    verifier's user chose that mask for its wrong answer."""
+    changes = sandbox_option(sandbox, "changes", None)
+    if not outcome.masked or outcome.mask_reason not in _BREAKABLE or changes is None:
+        return outcome
+    try:
+        broken = broken_for_grading(await changes())
+    except Exception as error:  # the sandbox cannot say: the mask stands
+        LOGGER.warning("could not read what changed in the sandbox: %s", error)
+        return outcome
+    if broken is None:
+        return outcome
+    LOGGER.warning("scored 0: grading failed where the agent had changed what it runs (%s)", broken)
+    detail = f"grading failed where the agent had changed what it runs: {broken}; {outcome.detail}"
+    return VerificationOutcome(reward=0.0, failure_kind=GRADING_BROKEN, detail=detail, stdout=outcome.stdout)
 
 
 async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:
@@ -1004,6 +1031,7 @@ __all__ = [
     "DISK_FULL",
     "ENTRYPOINT_FAILED",
     "ENTRYPOINT_LOG",
+    "GRADING_BROKEN",
     "HOST_MARGIN_SEC",
     "HOUSEKEEPING_TIMEOUT_SEC",
     "KILL_AFTER_SEC",

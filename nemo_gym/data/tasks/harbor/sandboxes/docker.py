@@ -563,6 +563,13 @@ class DockerSandbox:
 
         return await in_thread(read)
 
+    async def changes(self) -> List[Dict[str, Any]]:
+        """The container's files changed, added or deleted against its image (the engine's diff):
+        asked only once grading failed in it (``verification``), to tell the agent's doing from the
+        image's."""
+        container = self._require()
+        return list(await in_thread(container.diff) or [])
+
     async def pause(self) -> None:
         """Freezes every process of the container (the cgroup freezer): its files can be copied out
         while nothing of the agent's changes them. ``unpause`` thaws them."""

@@ -1,0 +1,107 @@
+"""Deciding that a failed grading was the agent's doing because it changed what grading runs
+(``grading.broken_for_grading``), and scoring it 0 rather than masking it (``verification``); the
+attacks themselves are in ``test_docker_attacks_grading.py``.
+
+Red team 91: a root agent (Docker's default) deleted `timeout`, replaced `tar` or removed the
+verifier's user, and grading failed as it fails in an image without them: a mask, which the agent
+chose for its wrong answer. An image without them still masks: its changes show nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Dict, List
+
+import pytest
+
+from nemo_gym.data.tasks.harbor.grading import broken_for_grading
+from nemo_gym.data.tasks.harbor.verification import (
+    DISK_FULL,
+    GRADING_BROKEN,
+    VerificationOutcome,
+    _unless_broken,
+    masked,
+)
+
+CHANGED, ADDED, DELETED = 0, 1, 2
+
+
+def change(path: str, kind: int = CHANGED) -> Dict[str, Any]:
+    return {"Path": path, "Kind": kind}
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ([change("/usr/bin/timeout", DELETED)], "the sandbox's /usr/bin/timeout (deleted) since its image"),
+        ([change("/usr/bin/tar")], "the sandbox's /usr/bin/tar (changed) since its image"),
+        # First on grading's PATH (/usr/sbin comes before /usr/bin): the agent's own tar would run.
+        ([change("/usr/sbin/tar", ADDED)], "the sandbox's /usr/sbin/tar (added) since its image"),
+        ([change("/etc/passwd")], "the sandbox's /etc/passwd (changed) since its image"),
+        ([change("/etc/ld.so.preload", ADDED)], "the sandbox's /etc/ld.so.preload (added) since its image"),
+        (
+            [change("/lib/x86_64-linux-gnu/libc.so.6"), change("/usr/lib64/ld-linux-x86-64.so.2", DELETED)],
+            "the sandbox's /lib/x86_64-linux-gnu/libc.so.6 (changed), /usr/lib64/ld-linux-x86-64.so.2 (deleted) "
+            "since its image",
+        ),
+        (
+            [change(f"/usr/bin/{name}", DELETED) for name in ("rm", "mv", "cp", "id", "dd", "env", "stat")],
+            "the sandbox's /usr/bin/cp (deleted), /usr/bin/dd (deleted), /usr/bin/env (deleted), /usr/bin/id "
+            "(deleted), /usr/bin/mv (deleted) and 2 more since its image",
+        ),
+        # What grading does not run, or not from there, or a folder whose content changed: nothing.
+        ([change("/usr/bin"), change("/usr/bin/python3.11", DELETED), change("/usr/bin/git", ADDED)], None),
+        ([change("/usr/local/bin/tar", ADDED), change("/workspace/bin/timeout", ADDED)], None),
+        ([change("/workspace/chroot/lib/libc.so.6", ADDED), change("/etc/hosts"), change("/etc/shadow")], None),
+        (
+            [{"Kind": DELETED}, {"Path": None}, change("/usr/bin/bash", 7)],
+            "the sandbox's /usr/bin/bash (changed) since its image",
+        ),
+        ([], None),
+    ],
+)
+def test_what_grading_runs_changed_since_the_image(changes, expected):
+    assert broken_for_grading(changes) == expected
+
+
+class Changes:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    async def changes(self) -> List[Dict[str, Any]]:
+        self.asked += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer  # type: ignore[no-any-return]
+
+
+def decide(outcome: VerificationOutcome, sandbox: Any) -> VerificationOutcome:
+    return asyncio.run(_unless_broken(outcome, sandbox))
+
+
+@pytest.mark.parametrize("reason", ["verifier_error", "provider_unavailable", "sandbox_error"])
+def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
+    sandbox = Changes([change("/usr/bin/timeout", DELETED)])
+    outcome = decide(masked(reason, "test.sh cannot start: the image has no timeout", "out"), sandbox)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, GRADING_BROKEN)
+    assert outcome.detail == (
+        "grading failed where the agent had changed what it runs: the sandbox's /usr/bin/timeout (deleted) since "
+        "its image; test.sh cannot start: the image has no timeout"
+    )
+    assert (outcome.stdout, sandbox.asked) == ("out", 1)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "sandbox", "asked"),
+    [
+        (masked("verifier_error", "no timeout"), Changes([change("/usr/bin")]), 1),  # the image's own lack
+        (masked("verifier_error", "no timeout"), Changes(RuntimeError("gone")), 1),  # cannot say
+        (masked("verifier_error", "no timeout"), object(), 0),  # a sandbox that cannot be asked
+        (masked(DISK_FULL, "full"), Changes([change("/usr/bin/tar")]), 0),  # a full disk stays its own mask
+        (masked("harbor:entrypoint_failed", "died"), Changes([change("/usr/bin/tar")]), 0),
+        (VerificationOutcome(reward=0.0, failure_kind="harbor:missing_reward"), Changes([change("/etc/passwd")]), 0),
+    ],
+)
+def test_anything_else_stands(outcome, sandbox, asked):
+    assert decide(outcome, sandbox) == outcome
+    assert getattr(sandbox, "asked", 0) == asked
