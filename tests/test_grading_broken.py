@@ -99,6 +99,12 @@ def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
         (masked("verifier_error", "no timeout"), object(), 0),  # a sandbox that cannot be asked
         (masked(DISK_FULL, "full"), Changes([change("/usr/bin/tar")]), 0),  # a full disk stays its own mask
         (masked("harbor:entrypoint_failed", "died"), Changes([change("/usr/bin/tar")]), 0),
+        # The engine's call failed (a lost container): never the agent's programs' doing.
+        (
+            masked("sandbox_error", "grading failed: SandboxError: 409 not running"),
+            Changes([change("/usr/bin/tar")]),
+            0,
+        ),
         (VerificationOutcome(reward=0.0, failure_kind="harbor:missing_reward"), Changes([change("/etc/passwd")]), 0),
     ],
 )

@@ -96,8 +96,11 @@ RESOURCES_EXHAUSTED = "resources_exhausted"
 # Grading failed in a sandbox whose programs or user files grading needs the agent had changed since its
 # image (deleted `timeout`, replaced `tar`, removed the verifier's user): its own doing, scored 0 (red team 91).
 GRADING_BROKEN = "grading_broken"
-# The masks a broken program or user file can cause: those of an image without them, and a fault of the sandbox.
+# The masks a broken program or user file can cause: those of an image without them, and a fault of the sandbox
+# seen from inside it (an exit status, damaged results). A call the engine or provider failed (a lost
+# container, a broken connection) is never the agent's programs' doing: it stays a mask, whatever changed.
 _BREAKABLE = ("sandbox_error", "verifier_error", "provider_unavailable")
+_CALL_FAILED = "grading failed: "
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
@@ -532,12 +535,16 @@ async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox, sinc
 
 
 async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> VerificationOutcome:
-    """A mask of ``_BREAKABLE``, unless the sandbox's changes against its image (its ``changes``, asked
-    only here) show a program or user file grading needs changed (``broken_for_grading``): then a 0
-    (``GRADING_BROKEN``). An image without them masks; a root agent that deleted `timeout` or the
-    verifier's user chose that mask for its wrong answer."""
+    """A mask of ``_BREAKABLE`` from inside the sandbox, unless its changes against its image (its
+    ``changes``, asked only here) show a program or user file grading needs changed
+    (``broken_for_grading``): then a 0 (``GRADING_BROKEN``). An image without them masks; a root agent
+    that deleted `timeout` or the verifier's user chose that mask for its wrong answer. An agent that
+    installed a package over one of them (libc, a system user) and met a real fault of its sandbox is
+    scored 0 too: that fault is one its own changes could have caused."""
     changes = sandbox_option(sandbox, "changes", None)
     if not outcome.masked or outcome.mask_reason not in _BREAKABLE or changes is None:
+        return outcome
+    if outcome.detail.startswith(_CALL_FAILED):
         return outcome
     try:
         broken = broken_for_grading(await changes())
@@ -895,7 +902,7 @@ class _Grading:
                 )
             ) from None
         except Exception as error:
-            raise _Stopped(masked("sandbox_error", f"grading failed: {_describe(error)}")) from error
+            raise _Stopped(masked("sandbox_error", f"{_CALL_FAILED}{_describe(error)}")) from error
 
 
 # Grading reads the run's elapsed time from /proc/uptime, in centiseconds, each of its two readings cut
