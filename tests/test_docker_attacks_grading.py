@@ -987,8 +987,9 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         ("rm -f /usr/bin/timeout /bin/timeout", "", "/usr/bin/timeout (deleted)"),  # was verifier_error
         ("sed -i '/^grader:/d' /etc/passwd", '[verifier]\nuser = "grader"\n', "/etc/passwd (changed)"),  # the same
         ("printf '#!/bin/sh\\necho garbage\\n' > /usr/bin/tar", "", "/usr/bin/tar (changed)"),  # was sandbox_error
+        ("rm -f $(ldd /bin/bash | grep -o '/[^ ]*libtinfo[^ ]*')", "", "libtinfo.so.6 (deleted)"),  # bash cannot start
     ],
-    ids=["timeout-deleted", "verifiers-user-removed", "tar-replaced"],
+    ids=["timeout-deleted", "verifiers-user-removed", "tar-replaced", "bashs-library-deleted"],
 )
 def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_client, tmp_path, agent, toml, changed):
     # Red team 91: the agent, root as Docker's default, broke a program or a user grading needs, and grading

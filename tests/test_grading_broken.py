@@ -52,6 +52,15 @@ def change(path: str, kind: int = CHANGED) -> Dict[str, Any]:
         ([change("/usr/bin"), change("/usr/bin/python3.11", DELETED), change("/usr/bin/git", ADDED)], None),
         ([change("/usr/local/bin/tar", ADDED), change("/workspace/bin/timeout", ADDED)], None),
         ([change("/workspace/chroot/lib/libc.so.6", ADDED), change("/etc/hosts"), change("/etc/shadow")], None),
+        # A shared library deleted (bash's own): no package install does that. Changed, a package's upgrade does.
+        (
+            [change("/lib/x86_64-linux-gnu/libtinfo.so.6.4", DELETED)],
+            "the sandbox's /lib/x86_64-linux-gnu/libtinfo.so.6.4 (deleted) since its image",
+        ),
+        (
+            [change("/usr/lib/x86_64-linux-gnu/libtinfo.so.6.4"), change("/usr/lib/x86_64-linux-gnu/libnew.so", ADDED)],
+            None,
+        ),
         (
             [{"Kind": DELETED}, {"Path": None}, change("/usr/bin/bash", 7)],
             "the sandbox's /usr/bin/bash (changed) since its image",

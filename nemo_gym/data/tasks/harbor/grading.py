@@ -64,22 +64,28 @@ ADMIN_PATH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")  # _grading.sh's PATH
 IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/ld.so.preload"))
 # The engine's kinds of change of a container's file against its image (``GET /containers/{id}/changes``).
 CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+DELETED = 2
 
 
 def broken_for_grading(changes: Iterable[Mapping[str, Any]]) -> Optional[str]:
     """Which of grading's programs and files a container's ``changes`` against its image (the engine's,
     each ``{"Path", "Kind"}``) show changed, as one phrase, or ``None``: a program of
     ``GRADING_PROGRAMS`` in a folder of ``ADMIN_PATH``, a file of ``IDENTITY_FILES``, the C library
-    or the dynamic loader in a library folder. A change there is no image's fault."""
+    or the dynamic loader, any shared library deleted (bash's ``libtinfo``: installing a package
+    deletes none). A change there is no image's fault. Other libraries changed are not counted: a
+    package's upgrade changes them too."""
     found = []
     for change in changes:
-        path = change.get("Path")
+        path, kind = change.get("Path"), change.get("Kind")
         if not isinstance(path, str):
             continue
         folder, _, name = path.rpartition("/")
-        loader = folder.startswith(("/lib", "/usr/lib")) and name.startswith(("ld-linux", "libc.so", "libc-"))
-        if path in IDENTITY_FILES or (folder in ADMIN_PATH and name in GRADING_PROGRAMS) or loader:
-            kind = change.get("Kind")
+        library = folder.startswith(("/lib", "/usr/lib")) and ".so" in name
+        if (
+            path in IDENTITY_FILES
+            or (folder in ADMIN_PATH and name in GRADING_PROGRAMS)
+            or (library and (kind == DELETED or name.startswith(("ld-linux", "libc.so", "libc-"))))
+        ):
             found.append(f"{path} ({CHANGE_KINDS.get(kind, 'changed') if isinstance(kind, int) else 'changed'})")
     if not found:
         return None
