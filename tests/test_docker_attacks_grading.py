@@ -988,8 +988,29 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         ("sed -i '/^grader:/d' /etc/passwd", '[verifier]\nuser = "grader"\n', "/etc/passwd (changed)"),  # the same
         ("printf '#!/bin/sh\\necho garbage\\n' > /usr/bin/tar", "", "/usr/bin/tar (changed)"),  # was sandbox_error
         ("rm -f $(ldd /bin/bash | grep -o '/[^ ]*libtinfo[^ ]*')", "", "libtinfo.so.6 (deleted)"),  # bash cannot start
+        # Red team 92: every tool read as missing (a mask); the engine's record never shows /dev, a tmpfs.
+        ("rm -f /dev/null && mkdir /dev/null", "", "/dev/null is not the null device"),
+        (
+            "sed -i 's/^passwd:.*/passwd: nosuchservice/' /etc/nsswitch.conf",
+            '[verifier]\nuser = "grader"\n',
+            "nsswitch",
+        ),
+        # A program of grading's that prints the kernel's words for a full disk: grading's own count decides.
+        (
+            "printf '#!/bin/sh\\necho No space left on device >&2; exit 1\\n' > /usr/bin/install",
+            "",
+            "install (changed)",
+        ),
     ],
-    ids=["timeout-deleted", "verifiers-user-removed", "tar-replaced", "bashs-library-deleted"],
+    ids=[
+        "timeout-deleted",
+        "verifiers-user-removed",
+        "tar-replaced",
+        "bashs-library-deleted",
+        "dev-null-a-folder",
+        "nsswitch-broken",
+        "disk-full-forged",
+    ],
 )
 def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_client, tmp_path, agent, toml, changed):
     # Red team 91: the agent, root as Docker's default, broke a program or a user grading needs, and grading

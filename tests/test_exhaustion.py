@@ -17,6 +17,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.docker import (
     DockerSandbox,
     engine_seconds,
     exhaustion,
+    killed_for_memory,
 )
 from nemo_gym.data.tasks.harbor.verification import (
     DISK_FULL,
@@ -95,6 +96,21 @@ def test_exhaustion(given, memory_limit, expected):
 )
 def test_exhaustion_during_grading(given, memory_limit, events, expected):
     assert exhaustion(given, memory_limit, **events) == expected
+
+
+@pytest.mark.parametrize(
+    ("actions", "killed"),
+    [
+        (["oom", "oom"], True),  # the kernel took the container's init (red team 91)
+        (["oom", "kill"], False),  # red team 92: an OOM kill the container lived through, then the engine's kill
+        (["oom", "stop", "kill"], False),
+        (["kill", "oom"], True),
+        ([], False),
+        (["kill"], False),
+    ],
+)
+def test_a_stopped_container_was_killed_for_memory_only_with_no_kill_of_the_engines_after(actions, killed):
+    assert killed_for_memory(actions) is killed
 
 
 class Exhausted:

@@ -61,6 +61,22 @@ def change(path: str, kind: int = CHANGED) -> Dict[str, Any]:
             [change("/usr/lib/x86_64-linux-gnu/libtinfo.so.6.4"), change("/usr/lib/x86_64-linux-gnu/libnew.so", ADDED)],
             None,
         ),
+        ([change("/etc/nsswitch.conf")], "the sandbox's /etc/nsswitch.conf (changed) since its image"),  # red team 92
+        # Red team 92: not libraries, or modules a package's upgrade may remove, deeper than the loader's folders.
+        (
+            [
+                change("/usr/lib/systemd/system/ssh.socket", DELETED),
+                change("/usr/lib/README.solaris", DELETED),
+                change("/library/app/data.sorted", DELETED),
+                change("/usr/lib/x86_64-linux-gnu/perl-base/auto/re/re.so", DELETED),
+                change("/usr/lib/python3/dist-packages/yaml/_yaml.cpython-311-x86_64-linux-gnu.so", DELETED),
+            ],
+            None,
+        ),
+        (
+            [change("/lib64/ld-linux-x86-64.so.2", DELETED)],
+            "the sandbox's /lib64/ld-linux-x86-64.so.2 (deleted) since its image",
+        ),
         (
             [{"Kind": DELETED}, {"Path": None}, change("/usr/bin/bash", 7)],
             "the sandbox's /usr/bin/bash (changed) since its image",
@@ -105,6 +121,8 @@ def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
     [
         (masked("verifier_error", "no timeout"), Changes([change("/usr/bin")]), 1),  # the image's own lack
         (masked("verifier_error", "no timeout"), Changes(RuntimeError("gone")), 1),  # cannot say
+        # Red team 92: a container lost in grading (it no longer runs): nothing it changed speaks for the failure.
+        (masked("sandbox_error", "grading failed in the sandbox (exit 137): "), Changes(None), 1),
         (masked("verifier_error", "no timeout"), object(), 0),  # a sandbox that cannot be asked
         (masked(DISK_FULL, "full"), Changes([change("/usr/bin/tar")]), 0),  # a full disk stays its own mask
         (masked("harbor:entrypoint_failed", "died"), Changes([change("/usr/bin/tar")]), 0),

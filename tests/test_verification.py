@@ -703,6 +703,12 @@ def test_a_reward_json_a_full_disk_kept_out_scores_the_verdict(tmp_path, verifie
         ("the disk: 16384 of 16384 blocks free to users, 0 of 0 inodes free", False),
         ("the disk: 0 of 0 blocks free to users, 0 of 0 inodes free", False),
         ("the disk: 0 of 16384 blocks free to users, 0 of 0 inodes free", True),
+        # Red team 92: a root agent's install printed the kernel's words; grading's own count decides.
+        (
+            "install: cannot create directory '/tests': No space left on device\n"
+            "the disk: 20000000 of 30000000 blocks free to users, 89083 of 96000 inodes free",
+            False,
+        ),
     ],
 )
 def test_a_full_disk_is_told_from_the_failures_text(text, full):

@@ -14,7 +14,7 @@
 # Only bash builtins and coreutils, and tar where the files travel as one: on this exec's standard
 # input and output (PIPED: prepare unpacks the staged files from stdin, finish packs the results to
 # stdout, fd 6, while every message goes to stderr), or as an uploaded file and one to download
-# (ARCHIVE / OUT_TAR). Exit statuses 90-94 tell the host why nothing ran (keep in sync with grading.py).
+# (ARCHIVE / OUT_TAR). Exit statuses 90-96 tell the host why nothing ran (keep in sync with grading.py).
 verifier_path=${NEMO_GYM_VERIFIER_PATH-${PATH-}}  # a provider's exec runs on the system's PATH and hands the verifier's over
 unset -v NEMO_GYM_VERIFIER_PATH
 # Root's programs come from the system's own folders alone: an image may open /usr/local to a group
@@ -42,6 +42,14 @@ fail() {
     -- "$disk" 2>/dev/null
   exit "$1"
 }
+
+# Every check below sends what it does not need to /dev/null. The runtime makes it; only code in the
+# sandbox (a root agent) can have made it anything but a character device (red team 92: a folder, and
+# every tool read as missing: a mask). Status 96 scores 0.
+if [ ! -c /dev/null ] || [ -L /dev/null ]; then
+  echo "/dev/null is not the null device"
+  exit 96
+fi
 
 # This exec's own start, in clock ticks since boot: whatever starts later belongs to grading.
 IFS= read -r stat < "/proc/$$/stat"

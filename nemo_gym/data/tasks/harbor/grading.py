@@ -8,6 +8,7 @@ the rest with bash builtins and coreutils, started as ``bash --norc -p`` (``clea
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ NO_TAR = 94  # no tar for files on the exec's stdin and stdout: the host sends t
 # A task's own test.sh run as another user where the image has no setpriv: prepared, and to run in an
 # exec of that user's (the host then reclaims as the admin).
 PREPARED_ONLY = 95
+NO_NULL_DEVICE = 96  # /dev/null is not the null device: only code in the sandbox makes it so, a 0
 # What a piped run prints last on its stdout, after the results, before it exits 0: where no code of
 # the task could reach the shell, its exit status is 0 without a round trip to the sandbox
 # (``verification._Grading.piped``). The results keep their checksums: a byte flipped on the way
@@ -61,7 +63,10 @@ GRADING_PROGRAMS = frozenset(
     )
 )  # fmt: skip
 ADMIN_PATH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")  # _grading.sh's PATH
-IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/ld.so.preload"))
+IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/ld.so.preload"))
+# The loader's own folders (a multiarch one among them), and a shared library's name there.
+_LIBRARY_FOLDER = re.compile(r"(/usr)?/lib(32|64|x32)?(/[^/]+-linux-gnu[^/]*)?")
+_LIBRARY = re.compile(r"(lib[^/]*|ld-linux[^/]*)\.so(\.\d+)*")
 # The engine's kinds of change of a container's file against its image (``GET /containers/{id}/changes``).
 CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 DELETED = 2
@@ -71,16 +76,17 @@ def broken_for_grading(changes: Iterable[Mapping[str, Any]]) -> Optional[str]:
     """Which of grading's programs and files a container's ``changes`` against its image (the engine's,
     each ``{"Path", "Kind"}``) show changed, as one phrase, or ``None``: a program of
     ``GRADING_PROGRAMS`` in a folder of ``ADMIN_PATH``, a file of ``IDENTITY_FILES``, the C library
-    or the dynamic loader, any shared library deleted (bash's ``libtinfo``: installing a package
-    deletes none). A change there is no image's fault. Other libraries changed are not counted: a
-    package's upgrade changes them too."""
+    or the dynamic loader, any shared library deleted from the loader's folders (bash's ``libtinfo``:
+    installing a package deletes none there). A change there is no image's fault. Other libraries
+    changed are not counted (a package's upgrade changes them too), nor a module deleted deeper in
+    (a Python or Perl package's, which an upgrade may remove)."""
     found = []
     for change in changes:
         path, kind = change.get("Path"), change.get("Kind")
         if not isinstance(path, str):
             continue
         folder, _, name = path.rpartition("/")
-        library = folder.startswith(("/lib", "/usr/lib")) and ".so" in name
+        library = bool(_LIBRARY_FOLDER.fullmatch(folder) and _LIBRARY.fullmatch(name))
         if (
             path in IDENTITY_FILES
             or (folder in ADMIN_PATH and name in GRADING_PROGRAMS)

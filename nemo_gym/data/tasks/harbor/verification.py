@@ -39,6 +39,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     DONE_MARKER,
     HANDOVER_OWN,
     HANDOVER_READ,
+    NO_NULL_DEVICE,
     NO_PROVIDER_TOOL,
     NO_TAR,
     NO_VERIFIER_TOOL,
@@ -547,7 +548,8 @@ async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> Veri
     if outcome.detail.startswith(_CALL_FAILED):
         return outcome
     try:
-        broken = broken_for_grading(await changes())
+        changed = await changes()
+        broken = None if changed is None else broken_for_grading(changed)
     except Exception as error:  # the sandbox cannot say: the mask stands
         LOGGER.warning("could not read what changed in the sandbox: %s", error)
         return outcome
@@ -605,13 +607,13 @@ _DISK_STATE = re.compile(r"the disk: (\d+) of (\d+) blocks free to users, (\d+) 
 
 
 def disk_full(text: str) -> bool:
-    """Whether a failure's text says the sandbox's disk is full: the kernel's ENOSPC in words (the
-    engine's, a provider's), or grading's account of the disk with no block free to users or no inode."""
-    if "no space left on device" in text.lower():
-        return True
+    """Whether a failure's text says the sandbox's disk is full: grading's account of the disk with no
+    block free to users or no inode, where it gave one; else the kernel's ENOSPC in words (the
+    engine's, a provider's). Where grading counted, the words never decide: a program's output is
+    the agent's to write (red team 92: a root agent's `install` printed them for a disk_full mask)."""
     state = _DISK_STATE.search(text)
     if state is None:
-        return False
+        return "no space left on device" in text.lower()
     blocks, total_blocks, inodes, total_inodes = (int(number) for number in state.groups())
     # A filesystem that counts no inodes (btrfs, vfat, 9p, FUSE, tmpfs with nr_inodes=0) says 0 of 0: not
     # full (red team 79: every forfeited grading there was masked).
@@ -619,8 +621,12 @@ def disk_full(text: str) -> bool:
 
 
 def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
-    """The mask for a grading exec that stopped before its results (``grading``'s statuses)."""
+    """The mask for a grading exec that stopped before its results (``grading``'s statuses), or the 0
+    of a sandbox whose /dev/null code in it made something else (``NO_NULL_DEVICE``)."""
     output = output.strip()
+    if return_code == NO_NULL_DEVICE:
+        detail = f"grading failed where the agent had changed what it runs: {output[-500:]}"
+        return VerificationOutcome(reward=0.0, failure_kind=GRADING_BROKEN, detail=detail)
     if return_code == NO_VERIFIER_TOOL or (return_code in (126, 127) and "bash" in output):
         return masked("verifier_error", f"test.sh cannot start: {output[-500:] or 'the image has no bash'}")
     if return_code == UNKNOWN_USER or (return_code == 126 and "unable to find user" in output):

@@ -159,6 +159,14 @@ def exhaustion(
     return None
 
 
+def killed_for_memory(actions: List[Any]) -> bool:
+    """Whether a stopped container's end was the kernel's for want of memory, from the engine's events
+    of it since it started, in order (``oom``, ``kill``, ``stop``): an OOM kill with no kill or stop
+    of the engine's after the last one."""
+    last_oom = max((index for index, action in enumerate(actions) if action == "oom"), default=-1)
+    return last_oom >= 0 and not any(action in ("kill", "stop") for action in actions[last_oom + 1 :])
+
+
 # The engine's clock as ``/info`` gives it (RFC 3339, to the nanosecond, "Z" or an offset).
 _SYSTEM_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
 
@@ -556,19 +564,40 @@ class DockerSandbox:
                 )
                 kills = sum(1 for _ in events)
             state = container.attrs.get("State") or {}
-            stopped_by_oom = not state.get("Running", True) and state.get("OOMKilled") is True
+            stopped_by_oom = False
+            if memory_limit > 0 and not state.get("Running", True) and state.get("OOMKilled") is True:
+                # OOMKilled stays set from any kill in the container's life: the engine's own stop or kill
+                # after the last OOM kill (a lost container) is no exhaustion (red team 92).
+                started = engine_seconds(state.get("StartedAt"))
+                engine_now = engine_seconds(self._client.api.info().get("SystemTime"))
+                if started is not None and engine_now is not None:
+                    events = self._client.api.events(
+                        since=f"{started:.6f}",
+                        until=f"{engine_now + 1:.6f}",
+                        filters={"container": container.id, "event": ["oom", "kill", "stop"]},
+                        decode=True,
+                    )
+                    stopped_by_oom = killed_for_memory([event.get("Action") or event.get("status") for event in events])
             return exhaustion(
                 stats, memory_limit, oom_kills=kills, fork_failed=fork_failed, stopped_by_oom=stopped_by_oom
             )
 
         return await in_thread(read)
 
-    async def changes(self) -> List[Dict[str, Any]]:
-        """The container's files changed, added or deleted against its image (the engine's diff):
-        asked only once grading failed in it (``verification``), to tell the agent's doing from the
-        image's."""
+    async def changes(self) -> Optional[List[Dict[str, Any]]]:
+        """The container's files changed, added or deleted against its image (the engine's diff), or
+        ``None`` once it no longer runs (a container lost in grading: nothing it changed speaks for
+        the failure, red team 92): asked only once grading failed in it (``verification``), to tell
+        the agent's doing from the image's."""
         container = self._require()
-        return list(await in_thread(container.diff) or [])
+
+        def read() -> Optional[List[Dict[str, Any]]]:
+            container.reload()
+            if not (container.attrs.get("State") or {}).get("Running", False):
+                return None
+            return list(container.diff() or [])
+
+        return await in_thread(read)
 
     async def pause(self) -> None:
         """Freezes every process of the container (the cgroup freezer): its files can be copied out
