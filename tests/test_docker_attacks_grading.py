@@ -1001,6 +1001,12 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
             "",
             "install (changed)",
         ),
+        # A copy without timeout put in /usr/bin's place: the engine's record shows the folder changed alone.
+        (
+            "cp -a /usr/bin /opt/b && rm /opt/b/timeout && /opt/b/rm -rf /usr/bin && /opt/b/ln -s /opt/b /usr/bin",
+            "",
+            "/usr/bin (changed: a link now)",
+        ),
     ],
     ids=[
         "timeout-deleted",
@@ -1010,6 +1016,7 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         "dev-null-a-folder",
         "nsswitch-broken",
         "disk-full-forged",
+        "usr-bin-swapped-for-a-link",
     ],
 )
 def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_client, tmp_path, agent, toml, changed):

@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from nemo_gym.data.tasks.harbor.grading import broken_for_grading
+from nemo_gym.data.tasks.harbor.grading import broken_for_grading, system_folders
 from nemo_gym.data.tasks.harbor.verification import (
     DISK_FULL,
     GRADING_BROKEN,
@@ -88,6 +88,25 @@ def test_what_grading_runs_changed_since_the_image(changes, expected):
     assert broken_for_grading(changes) == expected
 
 
+def test_a_system_folder_swapped_for_a_link_or_deleted_is_broken():
+    # Red team 92: /usr/bin swapped for a link to a copy without timeout; the engine's record shows only the
+    # folder, changed, as any package installed there changes it. Whether it is a link now tells them apart.
+    changes = [
+        change("/usr/bin"),
+        change("/usr/lib/x86_64-linux-gnu"),
+        change("/usr/lib/python3"),
+        change("/opt/b", ADDED),
+    ]
+    assert system_folders(changes) == ["/usr/bin", "/usr/lib/x86_64-linux-gnu"]
+    assert broken_for_grading(changes) is None  # no folder a link: content changed
+    assert broken_for_grading(changes, ["/usr/bin"]) == "the sandbox's /usr/bin (changed: a link now) since its image"
+    assert broken_for_grading([change("/lib64", DELETED)]) == "the sandbox's /lib64 (deleted) since its image"
+    assert system_folders([change("/bin"), change("/usr"), change("/sbin", DELETED), change("/usr/local/bin")]) == [
+        "/bin",
+        "/usr",
+    ]
+
+
 class Changes:
     def __init__(self, answer: Any) -> None:
         self.answer = answer
@@ -98,6 +117,19 @@ class Changes:
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer  # type: ignore[no-any-return]
+
+
+class Linked(Changes):
+    async def links(self, paths: List[str]) -> List[str]:
+        self.linked = list(paths)
+        return [path for path in paths if path == "/usr/bin"]
+
+
+def test_the_sandbox_is_asked_which_changed_system_folders_are_links_now():
+    sandbox = Linked([change("/usr/bin"), change("/usr/lib")])
+    outcome = decide(masked("verifier_error", "test.sh cannot start: the image has no timeout"), sandbox)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, GRADING_BROKEN), outcome
+    assert "/usr/bin (changed: a link now)" in outcome.detail and sandbox.linked == ["/usr/bin", "/usr/lib"]
 
 
 def decide(outcome: VerificationOutcome, sandbox: Any) -> VerificationOutcome:

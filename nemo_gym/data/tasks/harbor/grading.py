@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Tuple
+from typing import Any, Collection, Iterable, List, Mapping, Optional, Tuple
 
 from nemo_gym.data.tasks.harbor.collected import (
     MAX_OUTPUT_DEPTH,
@@ -64,20 +64,31 @@ GRADING_PROGRAMS = frozenset(
 )  # fmt: skip
 ADMIN_PATH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")  # _grading.sh's PATH
 IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/ld.so.preload"))
+# The folders grading's programs and the loader's libraries are in, and /usr above them: one the agent
+# deleted, or swapped for a link to a copy of its making (red team 92), breaks them all at once.
+SYSTEM_FOLDERS = re.compile(r"/usr|(/usr)?/(s?bin|lib(32|64|x32)?(/[^/]+-linux-gnu[^/]*)?)")
 # The loader's own folders (a multiarch one among them), and a shared library's name there.
 _LIBRARY_FOLDER = re.compile(r"(/usr)?/lib(32|64|x32)?(/[^/]+-linux-gnu[^/]*)?")
 _LIBRARY = re.compile(r"(lib[^/]*|ld-linux[^/]*)\.so(\.\d+)*")
 # The engine's kinds of change of a container's file against its image (``GET /containers/{id}/changes``).
 CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
-DELETED = 2
+CHANGED, DELETED = 0, 2
 
 
-def broken_for_grading(changes: Iterable[Mapping[str, Any]]) -> Optional[str]:
+def system_folders(changes: Iterable[Mapping[str, Any]]) -> List[str]:
+    """The ``SYSTEM_FOLDERS`` a container's ``changes`` show changed: whether each is a link now tells a
+    folder swapped for one from a folder whose content changed (an installed package changes that)."""
+    found = {change.get("Path") for change in changes if change.get("Kind") == CHANGED}
+    return sorted(path for path in found if isinstance(path, str) and SYSTEM_FOLDERS.fullmatch(path))
+
+
+def broken_for_grading(changes: Iterable[Mapping[str, Any]], links: Collection[str] = ()) -> Optional[str]:
     """Which of grading's programs and files a container's ``changes`` against its image (the engine's,
     each ``{"Path", "Kind"}``) show changed, as one phrase, or ``None``: a program of
     ``GRADING_PROGRAMS`` in a folder of ``ADMIN_PATH``, a file of ``IDENTITY_FILES``, the C library
     or the dynamic loader, any shared library deleted from the loader's folders (bash's ``libtinfo``:
-    installing a package deletes none there). A change there is no image's fault. Other libraries
+    installing a package deletes none there), a system folder deleted, or changed and among ``links``
+    (those of ``system_folders`` that are links now). A change there is no image's fault. Other libraries
     changed are not counted (a package's upgrade changes them too), nor a module deleted deeper in
     (a Python or Perl package's, which an upgrade may remove)."""
     found = []
@@ -91,8 +102,10 @@ def broken_for_grading(changes: Iterable[Mapping[str, Any]]) -> Optional[str]:
             path in IDENTITY_FILES
             or (folder in ADMIN_PATH and name in GRADING_PROGRAMS)
             or (library and (kind == DELETED or name.startswith(("ld-linux", "libc.so", "libc-"))))
+            or (SYSTEM_FOLDERS.fullmatch(path) and (kind == DELETED or (kind == CHANGED and path in links)))
         ):
-            found.append(f"{path} ({CHANGE_KINDS.get(kind, 'changed') if isinstance(kind, int) else 'changed'})")
+            how = CHANGE_KINDS.get(kind, "changed") if isinstance(kind, int) else "changed"
+            found.append(f"{path} ({how}{': a link now' if kind == CHANGED and path in links else ''})")
     if not found:
         return None
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""

@@ -50,6 +50,7 @@ from nemo_gym.data.tasks.harbor.grading import (
     broken_for_grading,
     deferred,
     grading_command,
+    system_folders,
 )
 from nemo_gym.data.tasks.harbor.redaction import redact, redact_bytes
 from nemo_gym.data.tasks.harbor.reports import REFUSED, find_reports, judge_report
@@ -547,9 +548,12 @@ async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> Veri
         return outcome
     if outcome.detail.startswith(_CALL_FAILED):
         return outcome
+    links_of = sandbox_option(sandbox, "links", None)
     try:
         changed = await changes()
-        broken = None if changed is None else broken_for_grading(changed)
+        folders = [] if changed is None else system_folders(changed)
+        links = await links_of(folders) if folders and links_of is not None else []
+        broken = None if changed is None else broken_for_grading(changed, links)
     except Exception as error:  # the sandbox cannot say: the mask stands
         LOGGER.warning("could not read what changed in the sandbox: %s", error)
         return outcome

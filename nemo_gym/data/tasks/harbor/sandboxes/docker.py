@@ -159,6 +159,17 @@ def exhaustion(
     return None
 
 
+def _is_link(container: Any, path: str) -> Optional[bool]:
+    """Whether ``path`` is a symbolic link in ``container``, by the engine's stat of it (which works
+    paused or stopped too); ``None`` where it has none (missing, a link loop)."""
+    api = container.client.api
+    answer = api.head(api._url("/containers/{0}/archive", container.id), params={"path": path})
+    if not answer.ok:
+        return None
+    header = answer.headers.get("X-Docker-Container-Path-Stat", "")
+    return bool(header and json.loads(base64.b64decode(header)).get("linkTarget"))
+
+
 def killed_for_memory(actions: List[Any]) -> bool:
     """Whether a stopped container's end was the kernel's for want of memory, from the engine's events
     of it since it started, in order (``oom``, ``kill``, ``stop``): an OOM kill with no kill or stop
@@ -599,6 +610,11 @@ class DockerSandbox:
 
         return await in_thread(read)
 
+    async def links(self, paths: List[str]) -> List[str]:
+        """Those of ``paths`` that are symbolic links in the container now (one stat call each)."""
+        container = self._require()
+        return await in_thread(lambda: [path for path in paths if _is_link(container, path)])
+
     async def pause(self) -> None:
         """Freezes every process of the container (the cgroup freezer): its files can be copied out
         while nothing of the agent's changes them. ``unpause`` thaws them."""
@@ -817,17 +833,15 @@ class DockerSandbox:
         follow (as root, in any state of the container, paused or stopped too): one stat call a folder,
         up to the first link."""
         container = self._require()
-        api = container.client.api
         parts = [part for part in path.split("/") if part]
 
         def look() -> List[str]:
             for depth in range(1, len(parts)):
                 prefix = "/" + "/".join(parts[:depth])
-                answer = api.head(api._url("/containers/{0}/archive", container.id), params={"path": prefix})
-                if not answer.ok:
+                link = _is_link(container, prefix)
+                if link is None:
                     break  # missing, or a link loop (500): the archive call of the path says so
-                header = answer.headers.get("X-Docker-Container-Path-Stat", "")
-                if header and json.loads(base64.b64decode(header)).get("linkTarget"):
+                if link:
                     return [prefix]
             return []
 
