@@ -990,6 +990,7 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         ("rm -f $(ldd /bin/bash | grep -o '/[^ ]*libtinfo[^ ]*')", "", "libtinfo.so.6 (deleted)"),  # bash cannot start
         # Red team 92: every tool read as missing (a mask); the engine's record never shows /dev, a tmpfs.
         ("rm -f /dev/null && mkdir /dev/null", "", "/dev/null is not the null device"),
+        ("rm -f /dev/null && mknod -m 666 /dev/null c 1 5", "", "/dev/null is not the null device"),  # red team 93
         (
             "sed -i 's/^passwd:.*/passwd: nosuchservice/' /etc/nsswitch.conf",
             '[verifier]\nuser = "grader"\n',
@@ -1014,6 +1015,7 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         "tar-replaced",
         "bashs-library-deleted",
         "dev-null-a-folder",
+        "dev-null-made-dev-zero",
         "nsswitch-broken",
         "disk-full-forged",
         "usr-bin-swapped-for-a-link",

@@ -99,18 +99,21 @@ def test_exhaustion_during_grading(given, memory_limit, events, expected):
 
 
 @pytest.mark.parametrize(
-    ("actions", "killed"),
+    ("events", "killed"),
     [
-        (["oom", "oom"], True),  # the kernel took the container's init (red team 91)
-        (["oom", "kill"], False),  # red team 92: an OOM kill the container lived through, then the engine's kill
-        (["oom", "stop", "kill"], False),
-        (["kill", "oom"], True),
+        ([("oom", 10.0), ("oom", 10.1), ("die", 10.2)], True),  # the kernel took the container's init (red team 91)
+        # Red team 92: an OOM kill the container lived through, then the engine's kill.
+        ([("oom", 10.0), ("kill", 50.0), ("die", 50.1)], False),
+        ([("oom", 10.0), ("stop", 10.5), ("die", 10.6)], False),
+        # Red team 93: an OOM kill long before an end of no engine's doing (the host's kill -9, a crashed shim).
+        ([("oom", 10.0), ("die", 500.0)], False),
+        ([("kill", 5.0), ("die", 5.1), ("oom", 10.0), ("die", 10.5)], True),  # the last end is the one
+        ([("oom", 10.0)], False),  # no end recorded
         ([], False),
-        (["kill"], False),
     ],
 )
-def test_a_stopped_container_was_killed_for_memory_only_with_no_kill_of_the_engines_after(actions, killed):
-    assert killed_for_memory(actions) is killed
+def test_a_stopped_container_was_killed_for_memory_only_by_an_oom_kill_just_before_its_end(events, killed):
+    assert killed_for_memory(events) is killed
 
 
 class Exhausted:

@@ -73,6 +73,11 @@ def change(path: str, kind: int = CHANGED) -> Dict[str, Any]:
             ],
             None,
         ),
+        # Red team 93: musl's loader and C library, and BusyBox, which is every tool on Alpine.
+        (
+            [change("/lib/ld-musl-x86_64.so.1"), change("/bin/busybox", DELETED)],
+            "the sandbox's /bin/busybox (deleted), /lib/ld-musl-x86_64.so.1 (changed) since its image",
+        ),
         (
             [change("/lib64/ld-linux-x86-64.so.2", DELETED)],
             "the sandbox's /lib64/ld-linux-x86-64.so.2 (deleted) since its image",
@@ -136,7 +141,8 @@ def decide(outcome: VerificationOutcome, sandbox: Any) -> VerificationOutcome:
     return asyncio.run(_unless_broken(outcome, sandbox))
 
 
-@pytest.mark.parametrize("reason", ["verifier_error", "provider_unavailable", "sandbox_error"])
+# A full disk too: a replaced program can print grading's count of it (red team 93).
+@pytest.mark.parametrize("reason", ["verifier_error", "provider_unavailable", "sandbox_error", DISK_FULL])
 def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
     sandbox = Changes([change("/usr/bin/timeout", DELETED)])
     outcome = decide(masked(reason, "test.sh cannot start: the image has no timeout", "out"), sandbox)
@@ -156,8 +162,15 @@ def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
         # Red team 92: a container lost in grading (it no longer runs): nothing it changed speaks for the failure.
         (masked("sandbox_error", "grading failed in the sandbox (exit 137): "), Changes(None), 1),
         (masked("verifier_error", "no timeout"), object(), 0),  # a sandbox that cannot be asked
-        (masked(DISK_FULL, "full"), Changes([change("/usr/bin/tar")]), 0),  # a full disk stays its own mask
         (masked("harbor:entrypoint_failed", "died"), Changes([change("/usr/bin/tar")]), 0),
+        # A full disk, counted by grading: a mask, unless a program of grading's changed (next test).
+        (masked(DISK_FULL, "the disk: 0 of 10 blocks free to users"), Changes([change("/usr/lib/libz.so.1")]), 1),
+        # An upload or a download the engine failed: a call's, never the agent's programs' doing (red team 93).
+        (
+            masked("sandbox_error", "grading failed: staging /tests failed: SandboxError: 500"),
+            Changes([change("/usr/bin/tar")]),
+            0,
+        ),
         # The engine's call failed (a lost container): never the agent's programs' doing.
         (
             masked("sandbox_error", "grading failed: SandboxError: 409 not running"),
@@ -170,3 +183,10 @@ def test_a_mask_where_the_agent_changed_what_grading_runs_scores_0(reason):
 def test_anything_else_stands(outcome, sandbox, asked):
     assert decide(outcome, sandbox) == outcome
     assert getattr(sandbox, "asked", 0) == asked
+
+
+def test_output_too_large_is_the_sandboxs_own_doing():
+    # Red team 93: a replaced tar printed more than the results may hold; that read as a failed call.
+    sandbox = Changes([change("/usr/bin/tar")])
+    outcome = decide(masked("sandbox_error", "grading's output was too large: OutputTooLarge: ..."), sandbox)
+    assert (outcome.failure_kind, sandbox.asked) == (GRADING_BROKEN, 1), outcome

@@ -377,9 +377,9 @@ def test_the_local_sandbox_ends_a_command_whose_output_it_stops_reading(tmp_path
     workdir = seen.pop("workdir")
     assert seen == {
         "timeout": "ExecTimeout: the command outlived 1 s",
-        "limit": "SandboxError: the command printed more than 1000 bytes",
+        "limit": "OutputTooLarge: the command printed more than 1000 bytes",
         "archive": f"SandboxError: {workdir}/big is larger than 1000 bytes",
-        "flood and exit": "SandboxError: the command printed more than 1000 bytes",
+        "flood and exit": "OutputTooLarge: the command printed more than 1000 bytes",
         "after": "still there\n",
     }
 
@@ -706,6 +706,12 @@ def test_a_reward_json_a_full_disk_kept_out_scores_the_verdict(tmp_path, verifie
         # Red team 92: a root agent's install printed the kernel's words; grading's own count decides.
         (
             "install: cannot create directory '/tests': No space left on device\n"
+            "the disk: 20000000 of 30000000 blocks free to users, 89083 of 96000 inodes free",
+            False,
+        ),
+        # Red team 93: a count of the agent's printing before grading's own, which is last.
+        (
+            "the disk: 0 of 1000 blocks free to users, 10 of 10 inodes free\ncannot create /logs\n"
             "the disk: 20000000 of 30000000 blocks free to users, 89083 of 96000 inodes free",
             False,
         ),

@@ -53,13 +53,14 @@ ALWAYS_BLANKED = ("LD_AUDIT", "LD_LIBRARY_PATH", "LD_PRELOAD")
 
 
 # The programs grading runs as the admin (``_grading.sh``, ``_strays.sh``; the shim's test.sh adds
-# ``stat``), where its PATH finds them, and the files that say who a user is or load into every
-# program. An agent that changed one (deleted it, replaced it, or put its own first on that PATH) broke
-# its own grading, which then failed for it (red team 91): a 0, not the mask of an image without them.
+# ``stat``; BusyBox's one program stands for them all on Alpine), where its PATH finds them, and the
+# files that say who a user is or load into every program. An agent that changed one (deleted it,
+# replaced it, or put its own first on that PATH) broke its own grading, which then failed for it (red
+# team 91): a 0, not the mask of an image without them.
 GRADING_PROGRAMS = frozenset(
     (
         "bash", "timeout", "setpriv", "env", "tar", "rm", "mkdir", "chown", "chmod", "mv", "head", "tail",
-        "sha256sum", "stat", "install", "cp", "id", "dd",
+        "sha256sum", "stat", "install", "cp", "id", "dd", "busybox",
     )
 )  # fmt: skip
 ADMIN_PATH = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")  # _grading.sh's PATH
@@ -69,7 +70,10 @@ IDENTITY_FILES = frozenset(("/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "
 SYSTEM_FOLDERS = re.compile(r"/usr|(/usr)?/(s?bin|lib(32|64|x32)?(/[^/]+-linux-gnu[^/]*)?)")
 # The loader's own folders (a multiarch one among them), and a shared library's name there.
 _LIBRARY_FOLDER = re.compile(r"(/usr)?/lib(32|64|x32)?(/[^/]+-linux-gnu[^/]*)?")
-_LIBRARY = re.compile(r"(lib[^/]*|ld-linux[^/]*)\.so(\.\d+)*")
+_LIBRARY = re.compile(r"(lib[^/]*|ld-(linux|musl)[^/]*|ld64)\.so(\.\d+)*")
+# The C library and the loader, by the names glibc and musl give them: changed, never a package's upgrade
+# of another library.
+_LOADER = ("ld-linux", "ld-musl", "ld64.so", "libc.so", "libc-", "libc.musl")
 # The engine's kinds of change of a container's file against its image (``GET /containers/{id}/changes``).
 CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 CHANGED, DELETED = 0, 2
@@ -101,7 +105,7 @@ def broken_for_grading(changes: Iterable[Mapping[str, Any]], links: Collection[s
         if (
             path in IDENTITY_FILES
             or (folder in ADMIN_PATH and name in GRADING_PROGRAMS)
-            or (library and (kind == DELETED or name.startswith(("ld-linux", "libc.so", "libc-"))))
+            or (library and (kind == DELETED or name.startswith(_LOADER)))
             or (SYSTEM_FOLDERS.fullmatch(path) and (kind == DELETED or (kind == CHANGED and path in links)))
         ):
             how = CHANGE_KINDS.get(kind, "changed") if isinstance(kind, int) else "changed"

@@ -64,6 +64,7 @@ from nemo_gym.data.tasks.harbor.rewards import (
 from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ArchiveSandbox,
     ExecTimeout,
+    OutputTooLarge,
     PipeSandbox,
     Sandbox,
     SandboxError,
@@ -98,10 +99,11 @@ RESOURCES_EXHAUSTED = "resources_exhausted"
 # Grading failed in a sandbox whose programs or user files grading needs the agent had changed since its
 # image (deleted `timeout`, replaced `tar`, removed the verifier's user): its own doing, scored 0 (red team 91).
 GRADING_BROKEN = "grading_broken"
-# The masks a broken program or user file can cause: those of an image without them, and a fault of the sandbox
-# seen from inside it (an exit status, damaged results). A call the engine or provider failed (a lost
-# container, a broken connection) is never the agent's programs' doing: it stays a mask, whatever changed.
-_BREAKABLE = ("sandbox_error", "verifier_error", "provider_unavailable")
+# The masks a broken program or user file can cause: those of an image without them, a full disk (whose count
+# a replaced program can print), and a fault of the sandbox seen from inside it (an exit status, damaged or
+# oversized results). A call the engine or provider failed (a lost container, a broken connection, an upload
+# or a download) is never the agent's programs' doing: it stays a mask, whatever changed.
+_BREAKABLE = ("sandbox_error", "verifier_error", "provider_unavailable", DISK_FULL)
 _CALL_FAILED = "grading failed: "
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
@@ -612,13 +614,15 @@ _DISK_STATE = re.compile(r"the disk: (\d+) of (\d+) blocks free to users, (\d+) 
 
 def disk_full(text: str) -> bool:
     """Whether a failure's text says the sandbox's disk is full: grading's account of the disk with no
-    block free to users or no inode, where it gave one; else the kernel's ENOSPC in words (the
-    engine's, a provider's). Where grading counted, the words never decide: a program's output is
-    the agent's to write (red team 92: a root agent's `install` printed them for a disk_full mask)."""
-    state = _DISK_STATE.search(text)
-    if state is None:
+    block free to users or no inode, where it gave one (the last such line: grading prints its own
+    after what failed); else the kernel's ENOSPC in words (the engine's, a provider's). Where grading
+    counted, the words never decide: a program's output is the agent's to write (red team 92: a root
+    agent's `install` printed them for a disk_full mask; red team 93, a count of its own before
+    grading's)."""
+    counts = _DISK_STATE.findall(text)
+    if not counts:
         return "no space left on device" in text.lower()
-    blocks, total_blocks, inodes, total_inodes = (int(number) for number in state.groups())
+    blocks, total_blocks, inodes, total_inodes = (int(number) for number in counts[-1])  # grading's is last
     # A filesystem that counts no inodes (btrfs, vfat, 9p, FUSE, tmpfs with nr_inodes=0) says 0 of 0: not
     # full (red team 79: every forfeited grading there was masked).
     return (total_blocks > 0 and blocks == 0) or (total_inodes > 0 and inodes == 0)
@@ -701,7 +705,9 @@ async def _collect(grading: _Grading) -> Union[Collected, VerificationOutcome]:
     except _Stopped as stopped:
         return stopped.outcome
     except Exception as error:  # damaged, lost or oversized results: never scored
-        why = f"the results could not be copied out: {_describe(error)}"
+        # Damaged or oversized results came so from inside the sandbox; any other error is a call's.
+        inside = isinstance(error, (CollectError, OutputTooLarge))
+        why = f"{'' if inside else _CALL_FAILED}the results could not be copied out: {_describe(error)}"
         return grading.forfeit(why) if grading.handed_over else masked("sandbox_error", why)
 
 
@@ -821,7 +827,7 @@ class _Grading:
                     await sandbox.upload_file(str(local), upload)
             except Exception as error:  # any fault of the sandbox or its provider
                 reason = DISK_FULL if disk_full(str(error)) else "sandbox_error"
-                raise _Stopped(masked(reason, f"staging /tests failed: {_describe(error)}")) from error
+                raise _Stopped(masked(reason, f"{_CALL_FAILED}staging /tests failed: {_describe(error)}")) from error
             ran = await self._exec(
                 lambda: sandbox.exec(
                     grading_command(steps),
@@ -911,6 +917,8 @@ class _Grading:
                     reward=0.0, failure_kind=VERIFIER_TIMEOUT, detail="the sandbox did not return from grading in time"
                 )
             ) from None
+        except OutputTooLarge as error:  # the sandbox's own doing: a program of grading's printed it
+            raise _Stopped(masked("sandbox_error", f"grading's output was too large: {_describe(error)}")) from error
         except Exception as error:
             raise _Stopped(masked("sandbox_error", f"{_CALL_FAILED}{_describe(error)}")) from error
 

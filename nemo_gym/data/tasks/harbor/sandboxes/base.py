@@ -32,6 +32,11 @@ class SandboxError(RuntimeError):
     """The sandbox failed (lost, unreachable, an upload that did not land): masked, never scored."""
 
 
+class OutputTooLarge(SandboxError):
+    """A command printed more than its caller allowed: the sandbox's own doing (its programs'), which
+    grading tells from a call the engine or provider failed."""
+
+
 class SandboxNotStarted(RuntimeError):
     """The caller's mistake, raised rather than masked: a sandbox used before it was started (or
     after it was closed). Not a ``SandboxError``: no fault of the sandbox, every sample would hit it."""
@@ -222,6 +227,7 @@ __all__ = [
     "ExecResult",
     "ExecTimeout",
     "LinkEscape",
+    "OutputTooLarge",
     "PipeSandbox",
     "PipedResult",
     "Sandbox",

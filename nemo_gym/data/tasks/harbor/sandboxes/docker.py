@@ -32,6 +32,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     CopyStalled,
     ExecResult,
     ExecTimeout,
+    OutputTooLarge,
     PipedResult,
     SandboxError,
     User,
@@ -170,12 +171,34 @@ def _is_link(container: Any, path: str) -> Optional[bool]:
     return bool(header and json.loads(base64.b64decode(header)).get("linkTarget"))
 
 
-def killed_for_memory(actions: List[Any]) -> bool:
+# How soon after an OOM kill the container's end must come to be that kill's: the init the kernel takes
+# ends it at once; a process killed for memory long before says nothing of a later end (red team 93).
+OOM_END_WINDOW_SEC = 2.0
+
+
+def killed_for_memory(events: List[Tuple[Any, float]]) -> bool:
     """Whether a stopped container's end was the kernel's for want of memory, from the engine's events
-    of it since it started, in order (``oom``, ``kill``, ``stop``): an OOM kill with no kill or stop
-    of the engine's after the last one."""
-    last_oom = max((index for index, action in enumerate(actions) if action == "oom"), default=-1)
-    return last_oom >= 0 and not any(action in ("kill", "stop") for action in actions[last_oom + 1 :])
+    of it since it started, in order, as ``(action, seconds)`` (``oom``, ``kill``, ``stop``, ``die``):
+    its last end came within ``OOM_END_WINDOW_SEC`` of an OOM kill, with no kill or stop of the
+    engine's between them."""
+    ends = [index for index, (action, _) in enumerate(events) if action == "die"]
+    if not ends:
+        return False
+    end = ends[-1]
+    ooms = [index for index, (action, _) in enumerate(events[:end]) if action == "oom"]
+    if not ooms:
+        return False
+    between = (action for action, _ in events[ooms[-1] + 1 : end])
+    return events[end][1] - events[ooms[-1]][1] <= OOM_END_WINDOW_SEC and not any(
+        action in ("kill", "stop") for action in between
+    )
+
+
+def _event(event: Mapping[str, Any]) -> Tuple[Any, float]:
+    """An engine event's action and time (seconds, from its nanoseconds where it gives them)."""
+    nanoseconds = event.get("timeNano")
+    seconds = nanoseconds / 1e9 if isinstance(nanoseconds, int) else float(event.get("time") or 0)
+    return event.get("Action") or event.get("status"), seconds
 
 
 # The engine's clock as ``/info`` gives it (RFC 3339, to the nanosecond, "Z" or an offset).
@@ -577,18 +600,19 @@ class DockerSandbox:
             state = container.attrs.get("State") or {}
             stopped_by_oom = False
             if memory_limit > 0 and not state.get("Running", True) and state.get("OOMKilled") is True:
-                # OOMKilled stays set from any kill in the container's life: the engine's own stop or kill
-                # after the last OOM kill (a lost container) is no exhaustion (red team 92).
+                # OOMKilled stays set from any kill in the container's life: an end long after the last OOM
+                # kill, or after the engine's own stop or kill (a lost container), is no exhaustion (red
+                # teams 92, 93).
                 started = engine_seconds(state.get("StartedAt"))
                 engine_now = engine_seconds(self._client.api.info().get("SystemTime"))
                 if started is not None and engine_now is not None:
                     events = self._client.api.events(
                         since=f"{started:.6f}",
                         until=f"{engine_now + 1:.6f}",
-                        filters={"container": container.id, "event": ["oom", "kill", "stop"]},
+                        filters={"container": container.id, "event": ["oom", "kill", "stop", "die"]},
                         decode=True,
                     )
-                    stopped_by_oom = killed_for_memory([event.get("Action") or event.get("status") for event in events])
+                    stopped_by_oom = killed_for_memory([_event(event) for event in events])
             return exhaustion(
                 stats, memory_limit, oom_kills=kills, fork_failed=fork_failed, stopped_by_oom=stopped_by_oom
             )
@@ -694,7 +718,7 @@ class DockerSandbox:
                     if stream == docker.utils.socket.STDOUT:
                         stdout += data
                         if len(stdout) > stdout_limit:
-                            raise SandboxError(f"the command printed more than {stdout_limit} bytes")
+                            raise OutputTooLarge(f"the command printed more than {stdout_limit} bytes")
                     else:
                         stderr = (stderr + data)[-MAX_EXEC_OUTPUT_BYTES:]
             finally:

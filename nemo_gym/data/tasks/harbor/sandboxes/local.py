@@ -40,6 +40,7 @@ from nemo_gym.data.tasks.harbor.sandboxes.base import (
     ExecResult,
     ExecTimeout,
     LinkEscape,
+    OutputTooLarge,
     PipedResult,
     SandboxError,
     User,
@@ -732,7 +733,7 @@ async def _whole(stream: asyncio.StreamReader, limit: int, stop: Callable[[], No
         chunk = await stream.read(1 << 16)
         if not chunk:
             if over:
-                raise SandboxError(f"the command printed more than {limit} bytes")
+                raise OutputTooLarge(f"the command printed more than {limit} bytes")
             return bytes(kept)
         if not over:
             kept += chunk
