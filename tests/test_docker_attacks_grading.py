@@ -1029,3 +1029,29 @@ def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_c
     outcome, _ = graded_in_users_sandbox(docker_client, tmp_path, toml, WHO, root_first=agent)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, GRADING_BROKEN), outcome
     assert changed in outcome.detail, outcome.detail
+
+
+def test_a_container_lost_in_grading_stays_a_mask_whatever_the_agent_changed(docker_client, tmp_path):
+    # Red team 92: after an honest `useradd` (/etc/passwd changed), a container lost to the engine mid-grading
+    # read as grading_broken, a false 0. A container that no longer runs says nothing of what changed in it.
+    import asyncio
+
+    from test_docker_attacks import users_sandbox
+
+    from nemo_gym.data.tasks.harbor.task import load_task
+    from nemo_gym.data.tasks.harbor.verification import plan_verification, run_verification
+
+    test_sh = "sleep 20; echo 1 > /logs/verifier/reward.txt\n"
+    plan = plan_verification(load_task(write(tmp_path / "task", {"tests/test.sh": test_sh})))
+
+    async def graded() -> Any:
+        async with users_sandbox(docker_client, write(tmp_path / "ws", {})) as sandbox:
+            made = await sandbox.exec("useradd -r svc", user="root")
+            assert made.return_code == 0, made
+            grading = asyncio.ensure_future(run_verification(plan, sandbox))
+            await asyncio.sleep(4)  # test.sh sleeps: the engine loses the container meanwhile
+            await asyncio.get_running_loop().run_in_executor(None, sandbox._require().kill)
+            return await grading
+
+    outcome = asyncio.run(graded())
+    assert (outcome.masked, outcome.mask_reason) == (True, "sandbox_error"), outcome

@@ -334,6 +334,13 @@ def test_what_the_local_sandbox_cannot_give_a_separate_verifier_is_refused(tmp_p
     assert message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
 
 
+def padded(folder: Path) -> None:
+    """``folder`` made with 20,000 empty files: past the collection's entry limit, before what sorts after."""
+    folder.mkdir()
+    for number in range(20000):
+        (folder / f"{number:05d}").touch()
+
+
 def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
     # Red team 85: the collection's limits leave out what passes them and go on, so the agent chose what
     # the verifier would not see: told to delete secret.txt, it kept it and put 20,000 entries before it,
@@ -342,9 +349,7 @@ def test_an_artifact_the_agent_had_cut_short_scores_0(tmp_path):
     toml = 'artifacts = ["/app"]\n' + SEPARATE + 'workdir = "/app"\n'
     task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": SECRET_DELETED}))
     workspace = write_files(tmp_path / "agent", {"main.py": "ok", "secret.txt": "kept"})
-    (workspace / "pad").mkdir()
-    for number in range(20000):
-        (workspace / "pad" / f"{number:05d}").touch()
+    padded(workspace / "pad")
 
     outcome = graded_separately(task, workspace, tmp_path)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
@@ -377,9 +382,7 @@ def test_an_artifact_inside_the_convention_folder_cut_short_scores_0(tmp_path):
     )
     task = load_task(write_files(tmp_path / "task", {"task.toml": toml, "tests/test.sh": test_sh}))
     published = write_files(tmp_path / "published", {"out/main.py": "ok", "out/secret.txt": "kept"})
-    (published / "out" / "pad").mkdir()
-    for number in range(20000):
-        (published / "out" / "pad" / f"{number:05d}").touch()
+    padded(published / "out" / "pad")
 
     agent = write_files(tmp_path / "agent", {})
     outcome = graded_separately(task, agent, tmp_path, mounts={"/logs/artifacts": published})

@@ -105,6 +105,7 @@ GRADING_BROKEN = "grading_broken"
 # or a download) is never the agent's programs' doing: it stays a mask, whatever changed.
 _BREAKABLE = ("sandbox_error", "verifier_error", "provider_unavailable", DISK_FULL)
 _CALL_FAILED = "grading failed: "
+_BROKEN_BY_AGENT = "grading failed where the agent had changed what it runs"
 ENTRYPOINT_LOG = "entrypoint-stdout.txt"
 LOGGER = logging.getLogger("nemo_gym.harbor")
 # How long `timeout` waits after SIGTERM before SIGKILL, and the host's own margin on top: the
@@ -533,9 +534,13 @@ async def _unless_exhausted(outcome: VerificationOutcome, sandbox: Sandbox, sinc
         return outcome
     if reason is None:
         return outcome
-    LOGGER.warning("scored 0: the sandbox had no room left for grading (%s)", reason)
-    detail = f"the sandbox had no room left for grading: {reason}; {outcome.detail}"
-    return VerificationOutcome(reward=0.0, failure_kind=RESOURCES_EXHAUSTED, detail=detail, stdout=outcome.stdout)
+    return _scored_0(outcome, RESOURCES_EXHAUSTED, f"the sandbox had no room left for grading: {reason}")
+
+
+def _scored_0(outcome: VerificationOutcome, kind: str, why: str) -> VerificationOutcome:
+    """The 0 (``kind``) a mask turns into once the sandbox showed it its own doing (``why``), logged."""
+    LOGGER.warning("scored 0 (%s): %s", kind, why)
+    return VerificationOutcome(reward=0.0, failure_kind=kind, detail=f"{why}; {outcome.detail}", stdout=outcome.stdout)
 
 
 async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> VerificationOutcome:
@@ -546,24 +551,22 @@ async def _unless_broken(outcome: VerificationOutcome, sandbox: Sandbox) -> Veri
     installed a package over one of them (libc, a system user) and met a real fault of its sandbox is
     scored 0 too: that fault is one its own changes could have caused."""
     changes = sandbox_option(sandbox, "changes", None)
-    if not outcome.masked or outcome.mask_reason not in _BREAKABLE or changes is None:
-        return outcome
-    if outcome.detail.startswith(_CALL_FAILED):
+    inside = outcome.masked and outcome.mask_reason in _BREAKABLE and not outcome.detail.startswith(_CALL_FAILED)
+    if not inside or changes is None:
         return outcome
     links_of = sandbox_option(sandbox, "links", None)
     try:
         changed = await changes()
-        folders = [] if changed is None else system_folders(changed)
-        links = await links_of(folders) if folders and links_of is not None else []
-        broken = None if changed is None else broken_for_grading(changed, links)
+        if changed is None:  # no longer running: nothing it changed speaks for the failure
+            return outcome
+        folders = system_folders(changed)
+        broken = broken_for_grading(changed, await links_of(folders) if folders and links_of is not None else [])
     except Exception as error:  # the sandbox cannot say: the mask stands
         LOGGER.warning("could not read what changed in the sandbox: %s", error)
         return outcome
     if broken is None:
         return outcome
-    LOGGER.warning("scored 0: grading failed where the agent had changed what it runs (%s)", broken)
-    detail = f"grading failed where the agent had changed what it runs: {broken}; {outcome.detail}"
-    return VerificationOutcome(reward=0.0, failure_kind=GRADING_BROKEN, detail=detail, stdout=outcome.stdout)
+    return _scored_0(outcome, GRADING_BROKEN, f"{_BROKEN_BY_AGENT}: {broken}")
 
 
 async def entrypoint_state(sandbox: Sandbox) -> Tuple[Optional[bool], str]:
@@ -633,7 +636,7 @@ def _mask_for_exit(return_code: int, output: str) -> VerificationOutcome:
     of a sandbox whose /dev/null code in it made something else (``NO_NULL_DEVICE``)."""
     output = output.strip()
     if return_code == NO_NULL_DEVICE:
-        detail = f"grading failed where the agent had changed what it runs: {output[-500:]}"
+        detail = f"{_BROKEN_BY_AGENT}: {output[-500:]}"
         return VerificationOutcome(reward=0.0, failure_kind=GRADING_BROKEN, detail=detail)
     if return_code == NO_VERIFIER_TOOL or (return_code in (126, 127) and "bash" in output):
         return masked("verifier_error", f"test.sh cannot start: {output[-500:] or 'the image has no bash'}")
