@@ -33,8 +33,9 @@ def users_sandbox(client: Any, workspace: Path, **options: Any) -> DockerSandbox
     """A sandbox of the suite's image with the users ``agent`` and ``grader``, working in /workspace."""
     image, volumes = users_image(client, setpriv=options.pop("setpriv", True))
     volumes = {**volumes, **options.pop("volumes", {})}
+    workdir = options.pop("workdir", "/workspace")
     return DockerSandbox(
-        image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, workdir="/workspace", **options
+        image, workspace=workspace, volumes=volumes, labels=LABEL, client=client, workdir=workdir, **options
     )
 
 
@@ -48,11 +49,13 @@ def attack(
     env: Optional[Dict[str, str]] = None,
     volumes: Optional[Dict[str, Dict[str, str]]] = None,
     setpriv: bool = True,
+    workdir: str = "/workspace",
 ) -> tuple:
     plan = plan_verification(load_task(task_dir))
 
     async def run() -> tuple:
-        async with users_sandbox(client, workspace, env=env, volumes=volumes or {}, setpriv=setpriv) as sandbox:
+        options = {"env": env, "volumes": volumes or {}, "setpriv": setpriv, "workdir": workdir}
+        async with users_sandbox(client, workspace, **options) as sandbox:
             await sandbox.exec("chown -R agent /workspace", user="root")
             if before is not None:
                 await before(sandbox)

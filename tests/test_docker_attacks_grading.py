@@ -760,6 +760,60 @@ def test_a_working_directory_made_a_link_into_tests_grades_nothing_there(docker_
     assert "leads into /tests or /logs/verifier (a link): the verifier did not run" in outcome.stdout, outcome
 
 
+# Red team 95: a non-root agent that owns the folder above its working directory (/home/agent/ws) swaps
+# the working directory for a link to a folder of root's it cannot read, which holds what the verifier
+# looks for. A root verifier followed the link and graded that folder as the agent's work: 1.0.
+HIDDEN_ANSWER = """
+from nemo_gym.verifiers import exact_match
+from nemo_gym.verifiers.files import read_text
+def verify(workspace, task_data):
+    return exact_match(read_text(workspace, "answer.txt"), task_data["answer"])
+"""
+
+
+@pytest.mark.parametrize(
+    "kind, user, setpriv",
+    [
+        ("python", "root", True),
+        ("shell", "root", True),
+        ("python", "grader", True),
+        ("shell", "grader", True),
+        ("shell", "grader", False),  # test.sh in an exec of grader's own
+    ],
+)
+def test_a_working_directory_made_a_link_of_the_agents_grades_nothing_there(
+    docker_client, tmp_path, kind, user, setpriv
+):
+    """The folder is the verifier's user's, which that user may read and the agent may not."""
+    from test_docker_attacks import attack
+
+    toml = f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'
+    files = {"task.toml": toml}
+    if kind == "python":
+        files.update({"tests/verifier.py": HIDDEN_ANSWER, "task_data.json": '{"answer": "Paris"}'})
+    else:
+        files["tests/test.sh"] = '[ "$(cat answer.txt)" = Paris ] && echo 1 > /logs/verifier/reward.txt\n'
+    task_dir = write(tmp_path / "task", files)
+    swap = (
+        "cat /opt/hidden/answer.txt; cd /home/agent && echo wrong > ws/answer.txt && mv ws old && ln -s /opt/hidden ws"
+    )
+
+    async def before(sandbox: Any) -> None:
+        hidden = await sandbox.exec(
+            "mkdir -p /opt/hidden && chown -R agent /home/agent/ws && echo Paris > /opt/hidden/answer.txt"
+            f" && chown -R {user} /opt/hidden && chmod 700 /opt/hidden && chmod 755 /home/agent",
+            user="root",
+        )
+        assert hidden.return_code == 0, hidden
+        swapped = await sandbox.exec(swap, user="agent", cwd="/")
+        assert swapped.return_code == 0 and "Permission denied" in swapped.stderr, swapped
+
+    workspace = write(tmp_path / "ws", {})
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before, workdir="/home/agent/ws", setpriv=setpriv)
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert "/home/agent/ws leads elsewhere through a link of another user's" in outcome.stdout, outcome
+
+
 # The same agent, failing its task, removes its working directory instead: every grading exec started
 # there, so none could start, and the sample was masked (sandbox_error), a wrong answer's 0 with it.
 @pytest.mark.parametrize("user", ["grader", "root"])

@@ -279,16 +279,26 @@ def test_a_filled_logs_folder_is_looked_at_only_so_far(tmp_path):
         ("missing", "/ws", "is gone"),
         ("link to nowhere", "/ws", "is gone"),
         ("folder", "/tests/work", ""),  # the task names it there: the task's choice
+        ("link of another user's", "/ws", "through a link of another user's"),
+        ("folder below a link of another user's", "/up/ws", "through a link of another user's"),
+        ("root's link to another user's link", "/ws", "through a link of another user's"),
+        ("root's link", "/ws", ""),
+        ("root's relative link through ..", "/ws", ""),
+        ("folder, named through ..", "/hop/../ws", ""),
     ],
 )
 def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_folders(tmp_path, made, named, refused):
     """Red teams 53 and 55, grading's decision alone: the agent's link from its working directory into
-    /tests or /logs/verifier (made afresh by prepare: the answers) is refused, one that is gone too."""
+    /tests or /logs/verifier (made afresh by prepare: the answers) is refused, one that is gone too.
+    Red team 95: a link the agent made on the way (its own folder above the working directory) is refused
+    wherever it leads, since a root verifier would grade a folder the agent may not read; root's are followed."""
     tests, logs = tmp_path / "tests", tmp_path / "logs" / "verifier"
     (tests / "expected").mkdir(parents=True)
     (tests / "work").mkdir()
     (logs / "sub").mkdir(parents=True)
     workdir = tmp_path / named.lstrip("/")
+    if ".." in named:
+        workdir = Path(str(tmp_path) + named)
     if made == "folder":
         workdir.mkdir(exist_ok=True)
     elif made == "link into tests":
@@ -300,6 +310,31 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
         workdir.symlink_to(tmp_path / "hop" / "expected")
     elif made == "link to nowhere":
         workdir.symlink_to(tmp_path / "nowhere")
+    elif made in ("link of another user's", "root's link"):
+        (tmp_path / "hidden").mkdir()
+        workdir.symlink_to(tmp_path / "hidden")
+    elif made == "folder below a link of another user's":
+        (tmp_path / "hidden" / "ws").mkdir(parents=True)
+        (tmp_path / "up").symlink_to(tmp_path / "hidden")
+    elif made == "root's link to another user's link":
+        (tmp_path / "hidden").mkdir()
+        (tmp_path / "hop").symlink_to(tmp_path / "hidden")
+        workdir.symlink_to("hop")
+    elif made == "root's relative link through ..":
+        (tmp_path / "a" / "b").mkdir(parents=True)
+        (tmp_path / "a" / "real").mkdir()
+        workdir.symlink_to("a/b/../real")
+    elif made == "folder, named through ..":
+        (tmp_path / "hop").mkdir()
+        (tmp_path / "ws").mkdir()
+    for link in ("ws", "up", "hop"):  # what "another user" made: an agent's uid
+        if (
+            "another user's" in made
+            and (tmp_path / link).is_symlink()
+            and not (made.startswith("root's") and link == "ws")
+        ):
+            needs_root()
+            os.lchown(tmp_path / link, 4321, 4321)
     script = f'{DEFINITIONS}\nenter_workdir; printf "%s|%s" "$REPLY" "$(pwd -P)"\n'
     env = {"PATH": "/usr/bin:/bin", "TESTS": str(tests), "LOGS": str(logs), "WORKDIR": str(workdir)}
     ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
@@ -308,3 +343,4 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
         assert refused in reply and str(workdir) in reply, ran
     else:
         assert reply == "" and where == os.path.realpath(workdir), ran
+        assert ran.stderr == "", ran

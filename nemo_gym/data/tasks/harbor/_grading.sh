@@ -373,6 +373,46 @@ within() {
   return 1
 }
 
+# Whether the folder this shell is in is where "$WORKDIR" leads through links that root, this shell's
+# user or the verifier's ($RUN_AS) own, as the SDK's files count a link on the workspace's own way. An
+# agent that owns a folder above its working directory could make it a link into a folder of root's it
+# cannot read, which a root verifier graded as its work (red team 95). The kernel's own name for this
+# folder (/proc/self/cwd, which cd -P reads) equal to the path as written means no link was followed:
+# builtins alone. Else the path is followed here, link by link (40 at most, as the kernel does), each
+# link's owner and target read by the system's stat and readlink, and must end at that name; a link
+# swapped while this looks ends elsewhere, or at another user's link.
+followed_trusted_links() {
+  local rest=${WORKDIR#/} here="" part target owner hops=0 me="" verifier="" key
+  cd -P /proc/self/cwd 2>/dev/null && [ "$PWD" = "$WORKDIR" ] && return 0
+  while [ -n "$rest" ]; do
+    part=${rest%%/*}
+    if [ "$part" = "$rest" ]; then rest=""; else rest=${rest#*/}; fi
+    case $part in
+      '' | .) continue ;;
+      ..) here=${here%/*}; continue ;;
+    esac
+    if [ ! -L "$here/$part" ]; then
+      here=$here/$part
+      continue
+    fi
+    hops=$((hops + 1))
+    [ "$hops" -le 40 ] || return 1
+    owner=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C exec stat -c %u -- "$here/$part" 2>/dev/null) || return 1
+    if [ "$owner" != 0 ]; then
+      [ -n "$me" ] || while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
+      if [ "$owner" != "$me" ] && [ -n "${RUN_AS-}" ]; then
+        verifier=${RUN_AS%%:*}
+        [[ $verifier = *[!0-9]* ]] && verifier=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec id -u -- "$verifier" 2>/dev/null)
+      fi
+      [ "$owner" = "$me" ] || { [ -n "$verifier" ] && (( 10#$owner == 10#$verifier )); } || return 1
+    fi
+    target=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec readlink -- "$here/$part") && [ -n "$target" ] || return 1
+    [[ $target = /* ]] && here=""
+    rest=${target#/}${rest:+/$rest}
+  done
+  [ "${here:-/}" = "$PWD" ]
+}
+
 # Enters the task's working directory, after prepare (the exec starts in /); else says why not in
 # REPLY. One the agent removed (or closed to the verifier's user) scores 0 rather than failing the
 # exec's start, a mask on the agent's demand (even between two execs, red team 55), and a link the
@@ -383,6 +423,8 @@ enter_workdir() {
   REPLY=""
   if ! cd -P -- "$WORKDIR" 2>/dev/null; then
     REPLY="the working directory $WORKDIR is gone or closed to this user"
+  elif ! followed_trusted_links; then
+    REPLY="the working directory $WORKDIR leads elsewhere through a link of another user's"
   else
     case "$WORKDIR/" in
       "$TESTS"/* | "$LOGS"/*) ;;
@@ -397,7 +439,7 @@ enter_workdir() {
 # would have (a check beside a root's cd was raced, and held the results pipe: red team 88), makes sure it
 # is the uid asked for, then runs "$@" (bash test.sh).
 user_start() {
-  printf '%s\n' "$(declare -f within enter_workdir)" \
+  printf '%s\n' "$(declare -f within followed_trusted_links enter_workdir)" \
     "WORKDIR=$(printf %q "$WORKDIR") TESTS=$(printf %q "$TESTS") LOGS=$(printf %q "$LOGS")" \
     'enter_workdir || { echo "$REPLY: the verifier did not run"; exit 1; }' \
     'while IFS=$'"'"' \t'"'"' read -r key real effective saved fs; do [ "$key" = Uid: ] && break; done < /proc/self/status' \
