@@ -237,6 +237,31 @@ def test_a_hostile_agent_plants_nothing_the_separate_verifier_reads(docker_clien
     assert "hostile: FAILED (reward 0)" in ran.stdout, ran.stdout + ran.stderr
 
 
+# Red team 95: the artifact itself is the attack. test.sh runs the agent's add.sh, which, run as root,
+# wrote the reward file and killed test.sh before it wrote its own (1.0), or killed grading's shell (a mask).
+# The example runs it as nobody.
+HOSTILE_ADD = {
+    "plants": (
+        "echo 1 > /logs/verifier/reward.txt\n"
+        "for p in /proc/[0-9]*/cmdline; do\n"
+        '  [ "$(tr "\\0" "\\n" < "$p" | sed -n 2p)" = /tests/test.sh ] && kill -9 "${p//[!0-9]/}"\n'
+        "done\n"
+    ),
+    "masks": 'for p in /proc/[0-9]*/cmdline; do grep -qa -- --norc "$p" && kill -9 "${p//[!0-9]/}"; done\n',
+}
+
+
+@pytest.mark.parametrize("how", sorted(HOSTILE_ADD))
+def test_the_agents_program_run_by_the_separate_verifier_plants_nothing(docker_client, base, tmp_path, how):
+    dataset = tmp_path / "ds"
+    shutil.copytree(EXAMPLES / "separate-verifier", dataset / "hostile")
+    script = f"#!/usr/bin/env bash\ncat > add.sh <<'SCRIPT'\n{HOSTILE_ADD[how]}echo 0\nSCRIPT\n"
+    (dataset / "hostile" / "solution" / "solve.sh").write_text(script)
+    ran = gym("dataset", "validate", str(dataset), "--sandbox", "docker", "--image", base, "--verifier-image", base)
+    assert ran.returncode == 1
+    assert "hostile: FAILED (reward 0)" in ran.stdout, ran.stdout + ran.stderr
+
+
 # --- the image's ENTRYPOINT -------------------------------------------------------------------------
 
 EP_RAN_TEST = "if [ -e /var/tmp/ep-ran ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
