@@ -112,10 +112,16 @@ def full(stats: Dict[str, Any]) -> bool:
 
 
 def graded(
-    client: Any, tmp_path: Path, filler: str, *, memory_mb: Optional[int] = None, pids_limit: Optional[int] = UNSET
+    client: Any,
+    tmp_path: Path,
+    filler: str,
+    *,
+    memory_mb: Optional[int] = None,
+    pids_limit: Optional[int] = UNSET,
+    task: Optional[Dict[str, str]] = None,
 ) -> VerificationOutcome:
     image, volumes = users_image(client)
-    plan = plan_verification(load_task(write_files(tmp_path / "task", TASK)))
+    plan = plan_verification(load_task(write_files(tmp_path / "task", task or TASK)))
     workspace = write_files(tmp_path / "workspace", {"answer.txt": "a guess"})
 
     async def run() -> VerificationOutcome:
@@ -158,6 +164,20 @@ def test_memory_no_process_owns_scores_0_not_a_mask(docker_client, tmp_path):
 
 def test_a_full_pids_cgroup_scores_0_not_a_mask(docker_client, tmp_path):
     outcome = graded(docker_client, tmp_path, FILL_PIDS, pids_limit=64)
+    assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
+    assert "could not start a process under its pids limit of 64" in outcome.detail, outcome
+
+
+def test_a_full_pids_cgroup_before_grading_reads_the_verifiers_groups_scores_0_not_a_mask(docker_client, tmp_path):
+    """A task's own test.sh run as another user: grading's first fork reads that user's groups (`id -G`), where
+    a failure reads as a user grading cannot set up (status 93), the author's mistake (verifier_error), a mask.
+    Red team 95 suspected that route: bash ends the whole script when a command substitution cannot fork, so
+    the status is 254, and the sandbox's own count turns it into a 0."""
+    task = {
+        "task.toml": "[agent]\nuser = 'agent'\n[verifier]\nuser = 'grader'\n",
+        "tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n",
+    }
+    outcome = graded(docker_client, tmp_path, FILL_PIDS, pids_limit=64, task=task)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
     assert "could not start a process under its pids limit of 64" in outcome.detail, outcome
 
