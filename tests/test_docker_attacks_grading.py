@@ -1062,6 +1062,14 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
             "",
             "/usr/bin (changed: a link now)",
         ),
+        # Red team 93: a tar that unpacks as tar does and packs past the results' limit (16 MiB): the output
+        # cut short is the sandbox's own doing (OutputTooLarge), never a failed engine call the check skips.
+        (
+            "cp /usr/bin/tar /opt/tar && printf '#!/bin/sh\\ncase $1 in -c*) head -c 17000000 /dev/zero ;;"
+            ' *) exec /opt/tar "$@" ;; esac\\n\' > /usr/bin/tar',
+            "",
+            "/usr/bin/tar (changed) since its image; grading's output was too large",
+        ),
     ],
     ids=[
         "timeout-deleted",
@@ -1073,6 +1081,7 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
         "nsswitch-broken",
         "disk-full-forged",
         "usr-bin-swapped-for-a-link",
+        "tar-packs-past-the-limit",
     ],
 )
 def test_a_root_agent_that_breaks_what_grading_runs_scores_0_not_a_mask(docker_client, tmp_path, agent, toml, changed):
