@@ -285,6 +285,8 @@ def test_a_filled_logs_folder_is_looked_at_only_so_far(tmp_path):
         ("root's link", "/ws", ""),
         ("root's relative link through ..", "/ws", ""),
         ("folder, named through ..", "/hop/../ws", ""),
+        ("root's link in a folder another user owns", "/up/ws", "through a link of another user's"),
+        ("root's link in a folder anyone may write", "/up/ws", "through a link of another user's"),
     ],
 )
 def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_folders(tmp_path, made, named, refused):
@@ -327,6 +329,15 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
     elif made == "folder, named through ..":
         (tmp_path / "hop").mkdir()
         (tmp_path / "ws").mkdir()
+    elif made.startswith("root's link in a folder"):  # red team 96: the folder's owner may swap the link
+        needs_root()
+        (tmp_path / "hidden").mkdir()
+        (tmp_path / "up").mkdir()
+        (tmp_path / "up" / "ws").symlink_to(tmp_path / "hidden")
+        if "owns" in made:
+            os.chown(tmp_path / "up", 4321, 4321)
+        else:
+            (tmp_path / "up").chmod(0o1777)
     for link in ("ws", "up", "hop"):  # what "another user" made: an agent's uid
         if (
             "another user's" in made
@@ -344,3 +355,21 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
     else:
         assert reply == "" and where == os.path.realpath(workdir), ran
         assert ran.stderr == "", ran
+
+
+def test_a_part_swapped_for_a_link_while_grading_enters_it_is_refused(tmp_path):
+    """Red team 96: a process of the agent's swapped its folders while grading looked at the path and then
+    entered it, and a root verifier graded root's folder. Grading enters one part at a time where it stands;
+    here the agent's folder becomes a link just before grading enters it (a cd that swaps first), and the
+    folder grading lands in is not a child of the one it stood in."""
+    home, hidden = tmp_path / "home", tmp_path / "hidden"
+    (home / "ws").mkdir(parents=True)
+    hidden.mkdir()
+    swap = 'cd() { [ "$3" = ./ws ] && mv "$HOME_DIR/ws" "$HOME_DIR/ws.real" && ln -s "$HIDDEN" "$HOME_DIR/ws"; builtin cd "$@"; }'
+    script = f'{DEFINITIONS}\n{swap}\nenter_workdir; printf "%s|%s" "$REPLY" "$(pwd -P)"\n'
+    env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
+    env.update(WORKDIR=str(home / "ws"), HOME_DIR=str(home), HIDDEN=str(hidden))
+    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
+    assert (home / "ws").is_symlink(), ran  # the swap happened
+    reply, _ = ran.stdout.split("|")
+    assert reply == f"the working directory {home / 'ws'} changed while grading entered it", ran

@@ -373,44 +373,59 @@ within() {
   return 1
 }
 
-# Whether the folder this shell is in is where "$WORKDIR" leads through links that root, this shell's
-# user or the verifier's ($RUN_AS) own, as the SDK's files count a link on the workspace's own way. An
-# agent that owns a folder above its working directory could make it a link into a folder of root's it
-# cannot read, which a root verifier graded as its work (red team 95). The kernel's own name for this
-# folder (/proc/self/cwd, which cd -P reads) equal to the path as written means no link was followed:
-# builtins alone. Else the path is followed here, link by link (40 at most, as the kernel does), each
-# link's owner and target read by the system's stat and readlink, and must end at that name; a link
-# swapped while this looks ends elsewhere, or at another user's link.
-followed_trusted_links() {
-  local rest=${WORKDIR#/} here="" part target owner hops=0 me="" verifier="" key
-  cd -P /proc/self/cwd 2>/dev/null && [ "$PWD" = "$WORKDIR" ] && return 0
+# Enters "$WORKDIR" one part at a time, from /, each part looked at where this shell stands (a folder it
+# holds open: no folder above can be swapped under it), as the kernel would resolve the path, but that a
+# link is followed only where nobody but root or the verifier's user may rename or replace it: the link and
+# the folder holding it theirs, and that folder writable by nobody else. Else says why not in REPLY. An agent
+# that owned the folder above its working directory made it a link into a folder of root's it could not
+# read, which a root verifier graded as its work (red team 95); a check after one cd of the whole path was
+# raced, by a process swapping the agent's folders while it looked (red team 96). A part that is no link
+# is entered as ./part, and its parent must then be the folder the walk stood in: one swapped for a link
+# meanwhile lands elsewhere. 40 links at most, as the kernel. Builtins alone but at a link.
+walk_to_workdir() {
+  local rest=${WORKDIR#/} part target held states owner me="" verifier="" key hops=0
+  REPLY=""
+  cd / || { REPLY="/ cannot be entered"; return 1; }
   while [ -n "$rest" ]; do
     part=${rest%%/*}
     if [ "$part" = "$rest" ]; then rest=""; else rest=${rest#*/}; fi
     case $part in
       '' | .) continue ;;
-      ..) here=${here%/*}; continue ;;
+      ..) cd -P .. || { REPLY="the working directory $WORKDIR is gone or closed to this user"; return 1; }; continue ;;
     esac
-    if [ ! -L "$here/$part" ]; then
-      here=$here/$part
+    if [ ! -L "./$part" ]; then
+      exec {held}<. || { REPLY="the working directory $WORKDIR is gone or closed to this user"; return 1; }
+      if ! cd -P -- "./$part" 2>/dev/null; then
+        exec {held}<&-
+        REPLY="the working directory $WORKDIR is gone or closed to this user"
+        return 1
+      fi
+      [ .. -ef "/proc/self/fd/$held" ] || REPLY="the working directory $WORKDIR changed while grading entered it"
+      exec {held}<&-
+      [ -z "$REPLY" ] || return 1
       continue
     fi
     hops=$((hops + 1))
+    REPLY="the working directory $WORKDIR leads elsewhere through a link of another user's"
     [ "$hops" -le 40 ] || return 1
-    owner=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C exec stat -c %u -- "$here/$part" 2>/dev/null) || return 1
-    if [ "$owner" != 0 ]; then
-      [ -n "$me" ] || while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
-      if [ "$owner" != "$me" ] && [ -n "${RUN_AS-}" ]; then
-        verifier=${RUN_AS%%:*}
-        [[ $verifier = *[!0-9]* ]] && verifier=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec id -u -- "$verifier" 2>/dev/null)
-      fi
-      [ "$owner" = "$me" ] || { [ -n "$verifier" ] && (( 10#$owner == 10#$verifier )); } || return 1
+    # The folder's owner and mode, then the link's owner: whoever owns either, or may write the folder, could
+    # point the link elsewhere between this look and its use.
+    states=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C exec stat -c '%u %a' -- . "./$part" 2>/dev/null) || return 1
+    [ -n "$me" ] || while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
+    if [ -z "$verifier" ] && [ -n "${RUN_AS-}" ]; then
+      verifier=${RUN_AS%%:*}
+      [[ $verifier = *[!0-9]* ]] && verifier=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec id -u -- "$verifier" 2>/dev/null)
     fi
-    target=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec readlink -- "$here/$part") && [ -n "$target" ] || return 1
-    [[ $target = /* ]] && here=""
+    set -- $states
+    [ "$#" = 4 ] && (( (8#$2 & 8#022) == 0 )) || return 1
+    for owner in "$1" "$3"; do
+      [ "$owner" = 0 ] || [ "$owner" = "$me" ] || { [ -n "$verifier" ] && [ "$owner" = "$((10#$verifier))" ]; } || return 1
+    done
+    target=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec readlink -- "./$part") && [ -n "$target" ] || return 1
+    REPLY=""
+    [[ $target = /* ]] && { cd / || return 1; }
     rest=${target#/}${rest:+/$rest}
   done
-  [ "${here:-/}" = "$PWD" ]
 }
 
 # Enters the task's working directory, after prepare (the exec starts in /); else says why not in
@@ -420,17 +435,11 @@ followed_trusted_links() {
 # /tests/expected), verify would read the answers as the agent's work (red team 53). Where the task
 # names its working directory there, it is the task's.
 enter_workdir() {
-  REPLY=""
-  if ! cd -P -- "$WORKDIR" 2>/dev/null; then
-    REPLY="the working directory $WORKDIR is gone or closed to this user"
-  elif ! followed_trusted_links; then
-    REPLY="the working directory $WORKDIR leads elsewhere through a link of another user's"
-  else
-    case "$WORKDIR/" in
-      "$TESTS"/* | "$LOGS"/*) ;;
-      *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
-    esac
-  fi
+  walk_to_workdir || return 1
+  case "$WORKDIR/" in
+    "$TESTS"/* | "$LOGS"/*) ;;
+    *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
+  esac
   [ -z "$REPLY" ]
 }
 
@@ -439,7 +448,7 @@ enter_workdir() {
 # would have (a check beside a root's cd was raced, and held the results pipe: red team 88), makes sure it
 # is the uid asked for, then runs "$@" (bash test.sh).
 user_start() {
-  printf '%s\n' "$(declare -f within followed_trusted_links enter_workdir)" \
+  printf '%s\n' "$(declare -f within walk_to_workdir enter_workdir)" \
     "WORKDIR=$(printf %q "$WORKDIR") TESTS=$(printf %q "$TESTS") LOGS=$(printf %q "$LOGS")" \
     'enter_workdir || { echo "$REPLY: the verifier did not run"; exit 1; }' \
     'while IFS=$'"'"' \t'"'"' read -r key real effective saved fs; do [ "$key" = Uid: ] && break; done < /proc/self/status' \
