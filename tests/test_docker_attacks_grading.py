@@ -814,6 +814,30 @@ def test_a_working_directory_made_a_link_of_the_agents_grades_nothing_there(
     assert "/home/agent/ws leads elsewhere through a link of another user's" in outcome.stdout, outcome
 
 
+# Red team 97: an honest setup the walk above first refused. The verifier's user may pass through the agent's
+# home (0711) but not read it, and the walk held each folder it stood in open, which takes the right to read.
+@pytest.mark.parametrize(("kind", "setpriv"), [("shell", True), ("shell", False), ("python", True)])
+def test_a_working_directory_under_a_folder_the_verifier_may_only_pass_through_is_graded(
+    docker_client, tmp_path, kind, setpriv
+):
+    from test_docker_attacks import attack
+
+    files = {"task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'}
+    if kind == "python":
+        files.update({"tests/verifier.py": HIDDEN_ANSWER, "task_data.json": '{"answer": "Paris"}'})
+    else:
+        files["tests/test.sh"] = '[ "$(cat answer.txt)" = Paris ] && echo 1 > /logs/verifier/reward.txt\n'
+    task_dir = write(tmp_path / "task", files)
+
+    async def before(sandbox: Any) -> None:
+        made = await sandbox.exec("chmod 711 /home/agent && chmod 755 /home/agent/ws", user="root")
+        assert made.return_code == 0, made
+
+    workspace = write(tmp_path / "ws", {"answer.txt": "Paris\n"})
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before, workdir="/home/agent/ws", setpriv=setpriv)
+    assert (outcome.reward, outcome.masked) == (1.0, False), outcome
+
+
 # The same agent, failing its task, removes its working directory instead: every grading exec started
 # there, so none could start, and the sample was masked (sandbox_error), a wrong answer's 0 with it.
 @pytest.mark.parametrize("user", ["grader", "root"])

@@ -9,7 +9,9 @@ dropped it would be a 1).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -373,3 +375,35 @@ def test_a_part_swapped_for_a_link_while_grading_enters_it_is_refused(tmp_path):
     assert (home / "ws").is_symlink(), ran  # the swap happened
     reply, _ = ran.stdout.split("|")
     assert reply == f"the working directory {home / 'ws'} changed while grading entered it", ran
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_a_folder_the_verifier_may_pass_through_but_not_read_is_walked_through(swapped):
+    """Red team 97: the walk held each folder open, which takes the right to read it; a verifier's user that
+    may only pass through one (a 0711 home) scored 0 where one cd had entered it. Such a folder is known by
+    device and inode instead, and a part swapped for a link meanwhile is still refused."""
+    needs_root()
+    base = Path(tempfile.mkdtemp(prefix="gym-walk-", dir="/tmp"))
+    try:
+        home, hidden = base / "home", base / "hidden"
+        (home / "ws").mkdir(parents=True)
+        hidden.mkdir()
+        base.chmod(0o755)
+        os.chown(home, 4321, 4321)  # the agent's, which others may pass through (and here rename in) but not read
+        home.chmod(0o733 if swapped else 0o711)
+        swap = 'cd() { [ "$3" = ./ws ] && mv "$HOME_DIR/ws" "$HOME_DIR/ws.real" && ln -s "$HIDDEN" "$HOME_DIR/ws"; builtin cd "$@"; }'
+        script = f'{DEFINITIONS}\n{swap if swapped else ""}\nenter_workdir; printf "%s|%s" "$REPLY" "$(pwd -P)"\n'
+        env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
+        env.update(WORKDIR=str(home / "ws"), HOME_DIR=str(home), HIDDEN=str(hidden))
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        ran = subprocess.run(
+            [*nobody, "bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True
+        )
+        reply, where = ran.stdout.split("|")
+        if swapped:
+            assert (home / "ws").is_symlink(), ran
+            assert reply == f"the working directory {home / 'ws'} changed while grading entered it", ran
+        else:
+            assert (reply, where, ran.stderr) == ("", str(home / "ws"), ""), ran
+    finally:
+        shutil.rmtree(base)

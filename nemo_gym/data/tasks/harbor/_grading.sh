@@ -383,7 +383,7 @@ within() {
 # is entered as ./part, and its parent must then be the folder the walk stood in: one swapped for a link
 # meanwhile lands elsewhere. 40 links at most, as the kernel. Builtins alone but at a link.
 walk_to_workdir() {
-  local rest=${WORKDIR#/} part target held states owner me="" verifier="" key hops=0
+  local rest=${WORKDIR#/} part target held stood states owner me="" verifier="" key hops=0
   REPLY=""
   cd / || { REPLY="/ cannot be entered"; return 1; }
   while [ -n "$rest" ]; do
@@ -394,14 +394,24 @@ walk_to_workdir() {
       ..) cd -P .. || { REPLY="the working directory $WORKDIR is gone or closed to this user"; return 1; }; continue ;;
     esac
     if [ ! -L "./$part" ]; then
-      exec {held}<. || { REPLY="the working directory $WORKDIR is gone or closed to this user"; return 1; }
-      if ! cd -P -- "./$part" 2>/dev/null; then
-        exec {held}<&-
+      # Held open, or where this user may pass through but not read it (a 0711 home: red team 97), known
+      # by device and inode, which stat reads of . before and of .. after.
+      stood=""
+      if ! { exec {held}<.; } 2>/dev/null; then
+        held=""
+        stood=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec stat -c %d:%i -- . 2>/dev/null) || stood=gone
+      fi
+      if [ "$stood" = gone ] || ! cd -P -- "./$part" 2>/dev/null; then
+        [ -z "$held" ] || exec {held}<&-
         REPLY="the working directory $WORKDIR is gone or closed to this user"
         return 1
       fi
-      [ .. -ef "/proc/self/fd/$held" ] || REPLY="the working directory $WORKDIR changed while grading entered it"
-      exec {held}<&-
+      if [ -n "$held" ]; then
+        [ .. -ef "/proc/self/fd/$held" ] || REPLY="the working directory $WORKDIR changed while grading entered it"
+        exec {held}<&-
+      elif [ "$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec stat -c %d:%i -- .. 2>/dev/null)" != "$stood" ]; then
+        REPLY="the working directory $WORKDIR changed while grading entered it"
+      fi
       [ -z "$REPLY" ] || return 1
       continue
     fi
