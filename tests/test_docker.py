@@ -172,6 +172,27 @@ def test_a_piped_command_that_reads_no_stdin_leaves_no_writer_behind(docker_clie
     assert asyncio.run(run()) == (3, [])
 
 
+def test_a_closed_sandbox_leaves_none_of_its_images_volumes(docker_client):
+    """An image that declares a VOLUME gets an anonymous volume per container; removing the container alone
+    left it on the engine, one per verification on a server."""
+    import docker
+    from images import _built
+
+    image = _built(
+        docker_client, "nemo-gym-test/declares-a-volume:1", f"FROM {base_image(docker_client)}\nVOLUME /data\n"
+    )
+
+    async def run() -> List[str]:
+        async with DockerSandbox(image, labels=LABEL, client=docker_client) as sandbox:
+            mounts = sandbox._require().attrs["Mounts"]
+            return [mount["Name"] for mount in mounts if mount.get("Type") == "volume"]
+
+    volumes = asyncio.run(run())
+    assert len(volumes) == 1, volumes
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.volumes.get(volumes[0])
+
+
 def _shell_task(tmp_path: Path, script: str) -> Path:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)

@@ -653,10 +653,12 @@ class DockerSandbox:
         await self.close()
 
     async def close(self) -> None:
+        """Removes the container with the anonymous volumes its image's ``VOLUME`` lines gave it (else one
+        would stay on the engine per verification); named volumes the caller mounted stay."""
         if self._container is not None:
             container, self._container = self._container, None
             try:
-                await in_thread(container.remove, force=True)
+                await in_thread(container.remove, force=True, v=True)
             except Exception:  # already gone: nothing left to clean
                 pass
 
