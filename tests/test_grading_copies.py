@@ -289,6 +289,10 @@ def test_a_filled_logs_folder_is_looked_at_only_so_far(tmp_path):
         ("folder, named through ..", "/hop/../ws", ""),
         ("root's link in a folder another user owns", "/up/ws", "through a link of another user's"),
         ("root's link in a folder anyone may write", "/up/ws", "through a link of another user's"),
+        # Red team 98: root walks for a Python verifier of another user, which may be the agent's own.
+        ("the verifier's user's link, walked by root", "/up/ws", "through a link of another user's"),
+        # Red team 98: each step copied what was left of the path, which a chain of long links made slow.
+        ("root's link past PATH_MAX", "/ws", "through a link of another user's"),
     ],
 )
 def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_folders(tmp_path, made, named, refused):
@@ -331,6 +335,18 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
     elif made == "folder, named through ..":
         (tmp_path / "hop").mkdir()
         (tmp_path / "ws").mkdir()
+    elif made == "the verifier's user's link, walked by root":
+        needs_root()
+        (tmp_path / "hidden").mkdir()
+        (tmp_path / "up").mkdir()
+        (tmp_path / "up" / "ws").symlink_to(tmp_path / "hidden")
+        os.chown(tmp_path / "up", 4321, 4321)
+        os.chmod(tmp_path / "up", 0o755)
+        os.lchown(tmp_path / "up" / "ws", 4321, 4321)
+    elif made == "root's link past PATH_MAX":
+        (tmp_path / "hidden").mkdir()
+        (tmp_path / "l2").symlink_to("./" * 1200 + ".")  # each link below the kernel's 4,095, the rest past it
+        workdir.symlink_to("./" * 1000 + "l2/" + "./" * 1000 + "hidden")
     elif made.startswith("root's link in a folder"):  # red team 96: the folder's owner may swap the link
         needs_root()
         (tmp_path / "hidden").mkdir()
@@ -349,8 +365,10 @@ def test_grading_enters_the_working_directory_and_refuses_one_leading_into_its_f
             needs_root()
             os.lchown(tmp_path / link, 4321, 4321)
     script = f'{DEFINITIONS}\nenter_workdir; printf "%s|%s" "$REPLY" "$(pwd -P)"\n'
-    env = {"PATH": "/usr/bin:/bin", "TESTS": str(tests), "LOGS": str(logs), "WORKDIR": str(workdir)}
-    ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
+    env = {"PATH": "/usr/bin:/bin", "TESTS": str(tests), "LOGS": str(logs), "WORKDIR": str(workdir), "RUN_AS": "4321"}
+    ran = subprocess.run(
+        ["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True, timeout=10
+    )
     reply, where = ran.stdout.split("|")
     if refused:
         assert refused in reply and str(workdir) in reply, ran

@@ -848,6 +848,20 @@ def test_a_separate_run_refuses_a_plan_made_for_another_task(tmp_path):
     asyncio.run(sandbox.close())
 
 
+def test_a_local_working_directory_inside_a_users_home_shows_the_workspace(tmp_path):
+    """Red team 98: the home of a user the task names was bound over the working directory inside it."""
+    if not namespaces_available():
+        pytest.fail("this machine kind provides bubblewrap (installed by .ci/run); the local sandbox needs it here")
+    (tmp_path / "answer.txt").write_text("Paris\n")
+
+    async def run() -> ExecResult:
+        async with LocalSandbox(tmp_path, workdir="/home/agent/ws", users=["agent"]) as sandbox:
+            return await sandbox.exec("cat answer.txt", user="root", cwd="/home/agent/ws")
+
+    result = asyncio.run(run())
+    assert (result.return_code, result.stdout) == (0, "Paris\n"), result
+
+
 def test_a_local_sandbox_closed_raises_and_one_dropped_leaves_no_folder(tmp_path):
     import gc
 

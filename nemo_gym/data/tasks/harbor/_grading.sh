@@ -375,15 +375,17 @@ within() {
 
 # Enters "$WORKDIR" one part at a time, from /, each part looked at where this shell stands (a folder it
 # holds open: no folder above can be swapped under it), as the kernel would resolve the path, but that a
-# link is followed only where nobody but root or the verifier's user may rename or replace it: the link and
-# the folder holding it theirs, and that folder writable by nobody else. Else says why not in REPLY. An agent
+# link is followed only where nobody but root or the user walking may rename or replace it: the link and
+# the folder holding it theirs, and that folder writable by nobody else. Root walking for a Python verifier
+# of another user trusts root's alone: that user may be the agent's (red team 98). Else says why not in
+# REPLY. An agent
 # that owned the folder above its working directory made it a link into a folder of root's it could not
 # read, which a root verifier graded as its work (red team 95); a check after one cd of the whole path was
 # raced, by a process swapping the agent's folders while it looked (red team 96). A part that is no link
 # is entered as ./part, and its parent must then be the folder the walk stood in: one swapped for a link
 # meanwhile lands elsewhere. 40 links at most, as the kernel. Builtins alone but at a link.
 walk_to_workdir() {
-  local rest=${WORKDIR#/} part target held stood states owner me="" verifier="" key hops=0
+  local rest=${WORKDIR#/} part target held stood states owner me="" key hops=0
   REPLY=""
   cd / || { REPLY="/ cannot be entered"; return 1; }
   while [ -n "$rest" ]; do
@@ -422,19 +424,16 @@ walk_to_workdir() {
     # point the link elsewhere between this look and its use.
     states=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C exec stat -c '%u %a' -- . "./$part" 2>/dev/null) || return 1
     [ -n "$me" ] || while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
-    if [ -z "$verifier" ] && [ -n "${RUN_AS-}" ]; then
-      verifier=${RUN_AS%%:*}
-      [[ $verifier = *[!0-9]* ]] && verifier=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec id -u -- "$verifier" 2>/dev/null)
-    fi
     set -- $states
     [ "$#" = 4 ] && (( (8#$2 & 8#022) == 0 )) || return 1
     for owner in "$1" "$3"; do
-      [ "$owner" = 0 ] || [ "$owner" = "$me" ] || { [ -n "$verifier" ] && [ "$owner" = "$((10#$verifier))" ]; } || return 1
+      [ "$owner" = 0 ] || [ "$owner" = "$me" ] || return 1
     done
     target=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec readlink -- "./$part") && [ -n "$target" ] || return 1
-    REPLY=""
     [[ $target = /* ]] && { cd / || return 1; }
     rest=${target#/}${rest:+/$rest}
+    [ "${#rest}" -le 4096 ] || return 1  # the kernel's PATH_MAX: each step copies what is left (red team 98)
+    REPLY=""
   done
 }
 

@@ -453,6 +453,8 @@ class LocalSandbox:
         placed = [(self.workdir, self.workspace), *self._mounts.items()]
         for name, (_, _, home) in self._users.items():
             placed.append((home, self._root / "home" / name))
+        # Parents first: a user's home bound after a working directory inside it hid the workspace (red team 98).
+        placed.sort(key=lambda item: item[0].rstrip("/").count("/"))
         room = [argument for path, _ in placed for argument in _make_room(path, list(folders))]
         binds = [argument for path, host in placed for argument in ("--bind", str(host), path)]
         if self._users:
