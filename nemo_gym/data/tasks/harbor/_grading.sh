@@ -373,19 +373,19 @@ within() {
   return 1
 }
 
-# Enters "$WORKDIR" one part at a time, from /, each part looked at where this shell stands (a folder it
-# holds open: no folder above can be swapped under it), as the kernel would resolve the path, but that a
-# link is followed only where nobody but root or the user walking may rename or replace it: the link and
-# the folder holding it theirs, and that folder writable by nobody else. Root walking for a Python verifier
-# of another user trusts root's alone: that user may be the agent's (red team 98). Else says why not in
-# REPLY. An agent
-# that owned the folder above its working directory made it a link into a folder of root's it could not
-# read, which a root verifier graded as its work (red team 95); a check after one cd of the whole path was
-# raced, by a process swapping the agent's folders while it looked (red team 96). A part that is no link
-# is entered as ./part, and its parent must then be the folder the walk stood in: one swapped for a link
-# meanwhile lands elsewhere. 40 links at most, as the kernel. Builtins alone but at a link.
+# Enters "$WORKDIR" one part at a time, from /, as the kernel resolves a path, each part looked at where this
+# shell stands (a folder it holds open: nothing above can be swapped under it); else says why not in REPLY. A
+# part that is no link is entered as ./part, and the folder the walk stood in must then be its parent: one
+# swapped for a link meanwhile lands elsewhere. A link is followed only where nobody but root or the user
+# walking could point it elsewhere: the link and its folder theirs, the folder writable by nobody else (so
+# root, walking for a Python verifier of another user, trusts root's alone: that user may be the agent's, red
+# team 98). An agent that owned the folder above its working directory made it a link into a folder of
+# root's it could not read, which a root verifier graded as its work (red team 95); a check after one cd of
+# the whole path was raced by a process swapping the agent's folders (red team 96). 40 links at most, as
+# the kernel, and 4,096 characters left to walk. Builtins alone but at a link or a folder it may not read;
+# the system's stat and readlink, whatever PATH the verifier's user brings (user_start).
 walk_to_workdir() {
-  local rest=${WORKDIR#/} part target held stood states owner me="" key hops=0
+  local rest=${WORKDIR#/} part target held stood states owner me="" key hops=0 system=/usr/sbin:/usr/bin:/sbin:/bin
   REPLY=""
   cd / || { REPLY="/ cannot be entered"; return 1; }
   while [ -n "$rest" ]; do
@@ -401,7 +401,7 @@ walk_to_workdir() {
       stood=""
       if ! { exec {held}<.; } 2>/dev/null; then
         held=""
-        stood=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec stat -c %d:%i -- . 2>/dev/null) || stood=gone
+        stood=$(PATH=$system exec stat -c %d:%i -- . 2>/dev/null) || stood=gone
       fi
       if [ "$stood" = gone ] || ! cd -P -- "./$part" 2>/dev/null; then
         [ -z "$held" ] || exec {held}<&-
@@ -411,7 +411,7 @@ walk_to_workdir() {
       if [ -n "$held" ]; then
         [ .. -ef "/proc/self/fd/$held" ] || REPLY="the working directory $WORKDIR changed while grading entered it"
         exec {held}<&-
-      elif [ "$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec stat -c %d:%i -- .. 2>/dev/null)" != "$stood" ]; then
+      elif [ "$(PATH=$system exec stat -c %d:%i -- .. 2>/dev/null)" != "$stood" ]; then
         REPLY="the working directory $WORKDIR changed while grading entered it"
       fi
       [ -z "$REPLY" ] || return 1
@@ -422,17 +422,17 @@ walk_to_workdir() {
     [ "$hops" -le 40 ] || return 1
     # The folder's owner and mode, then the link's owner: whoever owns either, or may write the folder, could
     # point the link elsewhere between this look and its use.
-    states=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C exec stat -c '%u %a' -- . "./$part" 2>/dev/null) || return 1
+    states=$(PATH=$system exec stat -c '%u %a' -- . "./$part" 2>/dev/null) || return 1
     [ -n "$me" ] || while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
     set -- $states
     [ "$#" = 4 ] && (( (8#$2 & 8#022) == 0 )) || return 1
     for owner in "$1" "$3"; do
       [ "$owner" = 0 ] || [ "$owner" = "$me" ] || return 1
     done
-    target=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin exec readlink -- "./$part") && [ -n "$target" ] || return 1
+    target=$(PATH=$system exec readlink -- "./$part") && [ -n "$target" ] || return 1
     [[ $target = /* ]] && { cd / || return 1; }
     rest=${target#/}${rest:+/$rest}
-    [ "${#rest}" -le 4096 ] || return 1  # the kernel's PATH_MAX: each step copies what is left (red team 98)
+    [ "${#rest}" -le 4096 ] || return 1  # each step copies what is left: a long chain was slow (red team 98)
     REPLY=""
   done
 }
