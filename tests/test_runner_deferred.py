@@ -1,0 +1,177 @@
+"""pathlib, for a verify that declares ``workspace``, is imported with what it runs only on some uses
+(``re``, ``fnmatch``, ``ntpath``, ``urllib.parse``, and 3.13's ``contextlib``) left unrun until first
+used: about half of pathlib's import on 3.8-3.11. A deferred module must work exactly as an imported
+one for every importer, from any thread, and fail as a failed import fails.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nemo_gym.data.tasks.harbor.bytecode import shim_dir
+
+pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Python (noxfile)
+
+# Which of them pathlib's import runs itself, and so never waits: fnmatch on 3.12 (and so re), re
+# on 3.13 (glob's).
+RUN_AT_IMPORT = (
+    {"re", "fnmatch"} if sys.version_info[:2] == (3, 12) else {"re"} if sys.version_info >= (3, 13) else set()
+)
+DEFERRED = {"re", "fnmatch", "ntpath", "urllib.parse"} | ({"contextlib"} if sys.version_info >= (3, 13) else set())
+
+
+def _run(tmp_path: Path, modules: dict, script: str) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter with the runner importable as ``runner`` and ``modules``
+    (name: source) on sys.path."""
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    prologue = f"import sys\nsys.path[:0] = [{str(tmp_path)!r}, {str(shim_dir())!r}]\nimport _gym_runner as runner\n"
+    return subprocess.run(
+        [sys.executable, "-S", "-c", prologue + textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_pathlib_comes_with_what_it_uses_later_unrun(tmp_path: Path):
+    # In an interpreter without site (whose .pth files may import pathlib first, as an editable
+    # install's does): what path_class, the runner's import of pathlib for workspace, leaves.
+    done = _run(
+        tmp_path,
+        {},
+        f"""
+        path = runner.path_class()
+        assert path is sys.modules["pathlib"].Path
+        assert sys.modules["urllib"].parse is sys.modules["urllib.parse"]  # as an import leaves them
+        print(sorted((name, type(sys.modules[name]).__name__) for name in {sorted(DEFERRED)!r}))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    expected = sorted((name, "module" if name in RUN_AT_IMPORT else "_Deferred") for name in DEFERRED)
+    assert done.stdout.strip() == str(expected)
+
+
+def test_a_verify_without_workspace_defers_nothing(run_shim):
+    run = run_shim(
+        """
+        import sys
+
+        def verify(task_data):
+            return float(not any(type(module).__name__ == "_Deferred" for module in list(sys.modules.values())))
+        """
+    )
+    assert run.reward == {"reward": 1.0}, run.output
+
+
+def test_deferred_modules_work_as_imported_ones_for_every_importer(run_shim):
+    run = run_shim(
+        """
+        import sys
+
+        def verify(workspace):
+            import pathlib, re, urllib.parse, ntpath
+            from urllib.parse import quote_from_bytes, quote
+            assert "compile" in dir(re)  # dir() runs it: no half-empty module
+            assert re.compile("a+").fullmatch("aa") and sys.modules["re"] is re
+            assert type(re) is type(sys) and type(urllib.parse) is type(sys)
+            assert urllib.parse is sys.modules["urllib"].parse  # the package holds its submodule
+            assert quote_from_bytes(b"a b") == "a%20b" == quote("a b")
+            assert workspace.as_uri() == "file://" + quote(str(workspace))
+            assert [path.name for path in workspace.glob("*.txt")] == ["answer.txt"]
+            assert workspace.joinpath("answer.txt").match("*.TXT") is False
+            assert ntpath.join("a", "b") == "a\\\\b" and str(pathlib.PureWindowsPath("c:/x")) == "c:\\\\x"
+            import fnmatch
+            assert fnmatch.fnmatch("x.txt", "*.txt") and type(fnmatch) is type(sys)
+            if sys.version_info >= (3, 13):
+                import contextlib
+                with contextlib.suppress(KeyError):
+                    raise KeyError
+            left = [name for name, module in list(sys.modules.items()) if type(module).__name__ == "_Deferred"]
+            return {"reward": 1.0, "left_deferred": len(left)}
+        """,
+        workspace_files={"answer.txt": "42"},
+    )
+    assert run.reward == {"reward": 1.0, "left_deferred": 0}, run.output
+
+
+def test_a_second_thread_waits_for_the_module_the_first_is_running(tmp_path: Path):
+    slow = """
+        import sys, time
+        X = 1
+        time.sleep(0.5)
+        Z = sys.modules[__name__].X + 1  # its own code looks itself up: no second run, no deadlock
+        Y = 2
+    """
+    done = _run(
+        tmp_path,
+        {"slow": slow},
+        """
+        import threading, time
+        runner.defer("slow")
+        module = sys.modules["slow"]
+        assert type(module).__name__ == "_Deferred", type(module)
+        seen = []
+        first = threading.Thread(target=lambda: seen.append(("X", module.X)))
+        first.start()
+        time.sleep(0.1)  # the first thread is inside the module's sleep
+        seen.append(("Y", module.Y))  # waits for it: not an AttributeError of a half-run module
+        first.join()
+        print(sorted(seen), module.Z, type(module) is type(sys))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('X', 1), ('Y', 2)] 2 True"
+
+
+def test_a_deferred_module_that_fails_leaves_sys_modules_and_raises_as_an_import(tmp_path: Path):
+    done = _run(
+        tmp_path,
+        {"broken": "X = 1\nraise ValueError('broken at import')\n"},
+        """
+        runner.defer("broken")
+        module = sys.modules["broken"]
+        for attempt in range(2):
+            try:
+                module.X if attempt == 0 else __import__("broken")
+            except ValueError as error:
+                print(attempt, error, "broken" in sys.modules)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["0 broken at import False", "1 broken at import False"]
+
+
+def test_what_is_imported_already_or_not_found_is_not_deferred(tmp_path: Path):
+    done = _run(
+        tmp_path,
+        {},
+        """
+        import os
+        runner.defer("os")
+        runner.defer("no_such_module_here")
+        print(type(sys.modules["os"]) is type(sys), "no_such_module_here" in sys.modules)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True False"
+
+
+def test_a_forwarded_name_runs_its_module_when_called(tmp_path: Path):
+    done = _run(
+        tmp_path,
+        {"late": "def double(value):\n    return 2 * value\nRAN = True\n"},
+        """
+        runner.defer("late", ("double",))
+        from late import double  # what pathlib does with urllib.parse's quote_from_bytes
+        module = sys.modules["late"]
+        print(type(module).__name__, double(21), type(module).__name__, module.double is not double, module.RAN)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "_Deferred 42 module True True"
