@@ -216,9 +216,30 @@ def path_class() -> "Any":
     return Path
 
 
+# The working directory handed to verify as ``workspace``: its name then, and the folder (device,
+# inode) it named. ``nemo_gym.verifiers.files`` reads only that folder by that name.
+WORKSPACE: "Optional[Tuple[str, Optional[Tuple[int, int]]]]" = None
+
+
+def _working_folder() -> "Optional[Tuple[int, int]]":
+    """The working directory's device and inode. A user that may not search the folder it stands in
+    cannot stat ``.``, but can stat it through /proc; without either, ``None``, which no walk reaches
+    (an agent that closed its folder to the verifier must not lift the check)."""
+    for name in (".", "/proc/self/cwd"):
+        try:
+            folder = os.stat(name)
+        except OSError:
+            continue
+        return folder.st_dev, folder.st_ino
+    return None
+
+
 def _argument(name: "str", here: "str") -> "Any":
+    global WORKSPACE
     if name in ("workspace", "state"):
-        workspace = path_class()(os.getcwd())
+        text = os.getcwd()
+        WORKSPACE = (text, _working_folder())
+        workspace = path_class()(text)
         return workspace if name == "workspace" else {"workspace": workspace}
     if name == "task_data" and not _exists(here, "task_data.json"):
         return {}
@@ -387,6 +408,8 @@ async def _wait_for(awaitable: "Any") -> "Any":
 
 def call_verify(verify: "Callable[..., Any]", here: "str") -> "Any":
     """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
+    global WORKSPACE
+    WORKSPACE = None  # a call of run_verify's before this one may have handed over another
     available = [name for name in KNOWN_ARGUMENTS if name != "response" or _exists(here, "response.json")]
     positional, keywords = plan_arguments(verify, available)
     names = set(keywords.values()).union(item for item in positional if isinstance(item, str))

@@ -224,6 +224,24 @@ def test_the_runs_key_is_gone_before_verify_runs(tmp_path):
     assert outcome.reward == 1.0 and outcome.metrics == {"gone": 1.0, "no_nonce_file": 1.0}, outcome
 
 
+def test_a_verifier_that_may_not_search_its_working_directory_still_has_it_noted(tmp_path):
+    # The runner notes the folder it hands verify as workspace, which files then reads alone (red team
+    # 99). A user that may not search the folder it stands in cannot stat "." (this workspace is root's,
+    # 0700): the runner reads it through /proc, so that an agent closing its folder lifts no check.
+    needs_root()
+    source = """
+        import sys
+        def verify(workspace):
+            name, folder = sys.modules["_gym_runner"].WORKSPACE
+            return {"reward": 1, "noted": float(folder is not None and name == str(workspace))}
+    """
+    task_dir = task(tmp_path / "task", {"tests/verifier.py": source, "task.toml": '[verifier]\nuser = "nobody"\n'})
+    workspace = tmp_path / "ws"
+    workspace.mkdir(mode=0o700)
+    outcome = verify(task_dir, workspace)
+    assert outcome.reward == 1.0 and outcome.metrics == {"noted": 1.0}, outcome
+
+
 @pytest.mark.parametrize("user", [None, "nobody"])
 def test_the_pipe_that_carries_the_files_is_out_of_verifys_reach(tmp_path, user):
     # The staged files (the run's key among them) came in on the grading exec's stdin and the results

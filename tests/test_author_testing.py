@@ -467,6 +467,23 @@ def test_the_working_directory_is_the_workspace(tmp_path):
     assert run_verify(verify, workspace=tmp_path).reward == 1.0
 
 
+def test_a_workspace_handed_over_in_one_call_pins_nothing_in_the_next(tmp_path):
+    # files reads the runner's workspace only in the folder the runner handed over (red team 99); a
+    # later call, in a folder made again under the same name, is read where it stands.
+    from nemo_gym.verifiers.files import read_text
+
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "answer.txt").write_text("42")
+    assert run_verify(lambda workspace: float(read_text(workspace, "answer.txt") == "42"), workspace=folder).reward == 1
+    folder.rename(tmp_path / "before")  # kept: the new folder cannot take its inode
+    folder.mkdir()
+    (folder / "answer.txt").write_text("42")
+    here = os.path.realpath(folder)
+    assert run_verify(lambda: float(read_text(os.getcwd(), "answer.txt") == "42"), workspace=here).reward == 1
+    assert run_verify(lambda workspace: float(read_text(workspace, "answer.txt") == "42"), workspace=here).reward == 1
+
+
 def test_mistakes_in_the_call_raise(tmp_path):
     with pytest.raises(TaskError, match="has no tests/ folder and no dataset verifier.py"):
         run_verify(tmp_path, workspace=tmp_path)

@@ -285,6 +285,25 @@ def test_a_workspace_reached_through_another_users_link_is_not_followed(golden, 
     assert read_text(home / "project", "answer.txt") == "golden"
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder to another user needs root"
+)
+@pytest.mark.parametrize(
+    "owner, mode", [(1000, 0o755), (0, 0o775), (0, 0o757), (0, 0o1777)], ids=["agents", "group", "others", "sticky"]
+)
+def test_roots_link_in_a_folder_another_user_may_write_is_not_followed(golden, home, owner, mode):
+    # Red team 99: an agent that may write the folder above its working directory moves a link the image
+    # left there, root's own, onto the working directory's name: a rename needs no right on the link.
+    (home / "reference").symlink_to(golden)
+    os.chown(home, owner, owner)
+    os.chmod(home, mode)
+    assert read_text(home / "reference", "answer.txt") is None
+    assert not file_exists(home / "reference", "answer.txt")
+    os.chown(home, 0, 0)
+    os.chmod(home, 0o755)
+    assert read_text(home / "reference", "answer.txt") == "golden"  # root's link in root's folder (/app -> /srv/app)
+
+
 def test_a_workspace_swapped_while_it_is_read_reads_as_it_was_or_not_at_all(workspace, golden, home, monkeypatch):
     # Red team 52: the name was resolved, then opened; a swap in between read outside, or raised from realpath.
     # The agent owns the folder above the workspace, here the working directory, so its link never counts.

@@ -7,7 +7,8 @@ that is absolute or climbs out with ``..`` is the author's bug and raises ``Valu
 Agent processes may still run beside the verifier, so every path, the workspace's own included, is
 walked one part at a time from open folders (``_Walk``), never looked up twice: a part swapped for a
 link after it was looked at reads as missing, and a link's owner and target come from one open of it.
-The agent's link on the workspace's path, or out of the working directory, leads nowhere.
+The agent's link on the workspace's path, or out of the working directory, leads nowhere, as does
+the runner's ``workspace`` once its name is swapped for another folder.
 
 Reads are capped: a file larger than ``max_bytes`` (``MAX_READ_BYTES``, 32 MiB, by default) reads
 as "no answer" without being read, so an agent's 2 GB (or sparse 2 TB) file costs no memory.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 TYPE_CHECKING = False  # typing is imported for the type checker only: it costs start-up time
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 MAX_READ_BYTES = 32 * 1024 * 1024
 # The links one path may pass through: Linux's MAXSYMLINKS, past which no program opens it (ELOOP).
 _MAX_LINKS = 40
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH  # a folder its group or anyone may write: anyone's links
 _CHUNK = 1024 * 1024  # a read's size: a small answer file is one read, a large one costs no copy of the cap
 _LOOP = 40  # ELOOP: what opening a link with O_NOFOLLOW answers (errno, unimported)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -99,7 +102,7 @@ class _Walk:
             child, info, target = self._open(name)
             if target is not None:
                 self.links += 1
-                if self.links > _MAX_LINKS or (owners is not None and info.st_uid not in owners):
+                if self.links > _MAX_LINKS or (owners is not None and not self._trusted(info, owners)):
                     raise OSError("a link not to follow")
                 if target.startswith("/"):
                     self._move(os.open("/", _STEP_FLAGS | _DIRECTORY), restart=True)
@@ -114,6 +117,13 @@ class _Walk:
                 self.name = name
                 return info
         return None
+
+    def _trusted(self, link: os.stat_result, owners: Tuple[int, ...]) -> bool:
+        """Whether a link ``owners`` may trust: theirs, in a folder of theirs no one else may write.
+        Another user who may write the folder can move in any link, root's too (red team 99): a
+        rename needs no right on the link, and ``fs.protected_hardlinks`` guards hard links only."""
+        folder = os.fstat(self.descriptor)
+        return link.st_uid in owners and folder.st_uid in owners and not folder.st_mode & _OTHERS_WRITE
 
     def _open(self, name: str) -> Tuple[Optional[int], os.stat_result, Optional[str]]:
         """``name`` in the current folder: its descriptor (a folder's), its status and a link's target."""
@@ -164,11 +174,12 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
     """A read-only descriptor of the regular file ``path`` inside ``workspace``, else ``None``.
 
     The workspace's own path is followed through links that root or the verifier's own user owns
-    (an image's ``/app -> /srv/app``; the verifier's files are its own anyway), never another user's,
-    the agent's. A workspace whose path passes through the working directory (the runner's is the
-    agent's workspace) must end inside it: ``workspace / "out"`` with the agent's
-    ``out -> /tests/expected`` is no workspace. Inside, the agent's links are followed as long as
-    they lead to a file inside the workspace.
+    (an image's ``/app -> /srv/app``; the verifier's files are its own anyway) in a folder of theirs
+    no one else may write, never another user's, the agent's; the runner's ``workspace`` must lead
+    to the folder the runner handed over (``_the_handed_workspace``). A workspace whose path passes
+    through the working directory (the runner's is the agent's workspace) must end inside it:
+    ``workspace / "out"`` with the agent's ``out -> /tests/expected`` is no workspace. Inside, the
+    agent's links are followed as long as they lead to a file inside the workspace.
     """
     parts = _relative_parts(path, function, workspace)
     walk = None
@@ -179,6 +190,8 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
         if walk.follow(text.split("/"), owners=(0, os.geteuid())) is not None:
             return None  # a file, not a folder
         if here in walk.seen and here not in walk.trail:
+            return None
+        if not _the_handed_workspace(text, walk.trail):
             return None
         walk.fence = list(walk.trail)
         found = walk.follow(parts)
@@ -194,6 +207,22 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
         os.close(descriptor)
         return None
     return descriptor
+
+
+def _the_handed_workspace(text: str, trail: List[Tuple[int, int]]) -> bool:
+    """Whether a walk of ``text`` that ended on ``trail`` reached the working directory the shim's
+    runner handed ``verify`` as ``workspace``, where ``text`` names it or a folder in it (else
+    ``True``). The runner holds that folder, but ``workspace`` is its name, and an agent that may
+    write the folder above it can swap the name for a folder or link the verifier may read and it
+    may not (red team 99: ``rename(2)`` with ``RENAME_EXCHANGE``)."""
+    runner = sys.modules.get("_gym_runner")
+    handed = getattr(runner, "WORKSPACE", None)
+    if handed is None:
+        return True
+    name, identity = handed
+    if text == name:
+        return bool(trail[-1] == identity)
+    return not text.startswith(name.rstrip("/") + "/") or identity in trail
 
 
 def read_text(
