@@ -146,8 +146,11 @@ class _Deferred(_MODULE):  # type: ignore[misc,valid-type]
     the names the import system looks up, and ``_forwarder``'s, which run it when called."""
 
     def __getattribute__(self, name: "str") -> "Any":
+        # A name the module holds already is one of _forwarder's, or one its code has made so far
+        # while a thread runs it: that thread goes on, any other waits for it (red team 100: a half-run
+        # re's compile, called from a second thread, found no _compile yet).
         if name not in _IMPORT_SYSTEM_NAMES and not (
-            name in _MODULE.__getattribute__(self, "__dict__") and name[:2] != "__"
+            name in _MODULE.__getattribute__(self, "__dict__") and name[:2] != "__" and not _DEFERRED_RUNNING
         ):
             run_deferred(self)
         return _MODULE.__getattribute__(self, name)
@@ -219,6 +222,7 @@ def path_class() -> "Any":
 # The working directory handed to verify as ``workspace``: its name then, and the folder (device,
 # inode) it named. ``nemo_gym.verifiers.files`` reads only that folder by that name.
 WORKSPACE: "Optional[Tuple[str, Optional[Tuple[int, int]]]]" = None
+_HANDED: "Any" = None  # the Path of WORKSPACE's name
 
 
 def _working_folder() -> "Optional[Tuple[int, int]]":
@@ -234,12 +238,21 @@ def _working_folder() -> "Optional[Tuple[int, int]]":
     return None
 
 
-def _argument(name: "str", here: "str") -> "Any":
-    global WORKSPACE
-    if name in ("workspace", "state"):
+def _handed_workspace() -> "Any":
+    """The working directory as a ``Path``, noted in ``WORKSPACE``: made once a call, so that
+    ``workspace`` and ``state`` hold one name (red team 100: two looks at a name the agent kept
+    exchanging read two names, and files knew only the second)."""
+    global WORKSPACE, _HANDED
+    if _HANDED is None:
         text = os.getcwd()
         WORKSPACE = (text, _working_folder())
-        workspace = path_class()(text)
+        _HANDED = path_class()(text)
+    return _HANDED
+
+
+def _argument(name: "str", here: "str") -> "Any":
+    if name in ("workspace", "state"):
+        workspace = _handed_workspace()
         return workspace if name == "workspace" else {"workspace": workspace}
     if name == "task_data" and not _exists(here, "task_data.json"):
         return {}
@@ -408,8 +421,8 @@ async def _wait_for(awaitable: "Any") -> "Any":
 
 def call_verify(verify: "Callable[..., Any]", here: "str") -> "Any":
     """Calls ``verify`` with the arguments it declares; awaits the result when it is awaitable."""
-    global WORKSPACE
-    WORKSPACE = None  # a call of run_verify's before this one may have handed over another
+    global WORKSPACE, _HANDED
+    WORKSPACE = _HANDED = None  # a call of run_verify's before this one may have handed over another
     available = [name for name in KNOWN_ARGUMENTS if name != "response" or _exists(here, "response.json")]
     positional, keywords = plan_arguments(verify, available)
     names = set(keywords.values()).union(item for item in positional if isinstance(item, str))
@@ -523,6 +536,76 @@ def unsafe_site() -> "List[str]":
             if problem:
                 problems.append(problem)
     return problems
+
+
+def moved_in() -> "Optional[str]":
+    """Why the working directory may be a folder another user moved into its place and may not read,
+    the verifier's answers say, else ``None`` (red team 100: grading entered the working directory by
+    name while the agent, who owned the folder above it, exchanged it for a folder of root's;
+    ``rename(2)`` needs no right on what it moves). From ``/`` down, whoever besides root and this
+    user may have moved a folder on the way into its place (``movers``) must be able to pass through
+    it and every folder below it, as ``nemo_gym.verifiers.files`` requires of what it reads. A
+    working directory this user may not search is let be (nothing in it can be read), and the check
+    goes only as far up as this user may look: under NeMo Gym's server grading has checked the whole
+    way as root before the runner starts (``moved_in`` in ``_grading.sh``); under stock Harbor this
+    is the only check."""
+    try:
+        chain = [os.stat(".")]
+    except OSError:
+        return None
+    top = os.stat("/")
+    up = "."
+    while (chain[-1].st_dev, chain[-1].st_ino) != (top.st_dev, top.st_ino):
+        up += "/.."
+        try:
+            chain.append(os.stat(up))
+        except OSError:  # above a folder this user may not search: grading's own check sees it all
+            break
+    trusted = (0, os.geteuid())
+    seen: List[Tuple[int, int]] = []
+    down = chain[::-1]
+    for folder, entry in zip(down, down[1:]):
+        seen.extend(mover for mover in movers(folder, entry, trusted) if mover not in seen)
+        if not all(readable_by(entry, mover) for mover in seen):
+            return (
+                f"the working directory {os.getcwd()} could have been put in its place by a user who may not "
+                "read it (its folders' owners and modes from / down say so): the verifier did not run"
+            )
+    return None
+
+
+# Who may have moved an entry into its place: a user, a group's members, or anyone.
+_USER, _GROUP, _ANYONE = 0, 1, 2
+_S_IWGRP, _S_IWOTH, _S_ISVTX, _S_IWUSR = 0o20, 0o2, 0o1000, 0o200  # stat's (not imported: start-up time)
+
+
+def movers(folder: "Any", entry: "Any", trusted: "Tuple[int, ...]") -> "List[Tuple[int, int]]":
+    """Who, besides ``trusted``, may have moved ``entry`` into ``folder`` (``os.stat_result`` both):
+    the folder's owner where it may write it; its group's members or anyone where they may, but in a
+    sticky folder (``/tmp``) only the entry's owner. ``nemo_gym.verifiers.files._movers`` is the same
+    rule, for the walks of what verify reads (a test holds the two equal)."""
+    mode = folder.st_mode
+    found = []
+    if folder.st_uid not in trusted and mode & _S_IWUSR:
+        found.append((_USER, folder.st_uid))
+    if mode & (_S_IWGRP | _S_IWOTH):
+        if not mode & _S_ISVTX:
+            found.append((_ANYONE, 0) if mode & _S_IWOTH else (_GROUP, folder.st_gid))
+        elif entry.st_uid not in trusted:
+            found.append((_USER, entry.st_uid))
+    return found
+
+
+def readable_by(entry: "Any", mover: "Tuple[int, int]") -> "bool":
+    """Whether ``mover`` could read ``entry`` (pass through it, a folder) by its mode bits: as its
+    owner, who may change them anyway, as the group it shares with a group's members, or as anyone."""
+    kind, who = mover
+    need = 0o1 if entry.st_mode & 0o170000 == 0o040000 else 0o4  # a folder's x, a file's r, for others
+    if entry.st_mode & need:
+        return True
+    if kind == _USER:
+        return entry.st_uid == who  # type: ignore[no-any-return]
+    return kind == _GROUP and entry.st_gid == who and bool(entry.st_mode & (need << 3))
 
 
 def site_refusal() -> "Optional[str]":
@@ -692,6 +775,9 @@ def main(here: "str") -> "int":
         if refusal is not None:
             raise VerifierError(refusal)
         _set_up_sys_path(here)
+        refusal = moved_in()
+        if refusal is not None:
+            raise VerifierError(refusal)
     except (VerifierError, OSError) as error:
         return rare().fail(error, logs_dir, channel)  # type: ignore[no-any-return]
     _BEFORE_RUN.update(sys.modules)

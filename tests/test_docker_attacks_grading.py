@@ -771,6 +771,17 @@ def verify(workspace, task_data):
 """
 
 
+def paris_task(root: Path, kind: str, user: str) -> Path:
+    """A task of the agent's whose verifier, of ``user``, scores an answer.txt of Paris 1: ``HIDDEN_ANSWER``
+    (``kind`` python) or a test.sh of its own (``kind`` shell)."""
+    files = {"task.toml": f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'}
+    if kind == "python":
+        files.update({"tests/verifier.py": HIDDEN_ANSWER, "task_data.json": '{"answer": "Paris"}'})
+    else:
+        files["tests/test.sh"] = '[ "$(cat answer.txt)" = Paris ] && echo 1 > /logs/verifier/reward.txt\n'
+    return write(root, files)
+
+
 @pytest.mark.parametrize(
     "kind, user, setpriv",
     [
@@ -787,13 +798,7 @@ def test_a_working_directory_made_a_link_of_the_agents_grades_nothing_there(
     """The folder is the verifier's user's, which that user may read and the agent may not."""
     from test_docker_attacks import attack
 
-    toml = f'[agent]\nuser = "agent"\n[verifier]\nuser = "{user}"\n'
-    files = {"task.toml": toml}
-    if kind == "python":
-        files.update({"tests/verifier.py": HIDDEN_ANSWER, "task_data.json": '{"answer": "Paris"}'})
-    else:
-        files["tests/test.sh"] = '[ "$(cat answer.txt)" = Paris ] && echo 1 > /logs/verifier/reward.txt\n'
-    task_dir = write(tmp_path / "task", files)
+    task_dir = paris_task(tmp_path / "task", kind, user)
     swap = (
         "cat /opt/hidden/answer.txt; cd /home/agent && echo wrong > ws/answer.txt && mv ws old && ln -s /opt/hidden ws"
     )
@@ -814,6 +819,34 @@ def test_a_working_directory_made_a_link_of_the_agents_grades_nothing_there(
     assert "/home/agent/ws leads elsewhere through a link of another user's" in outcome.stdout, outcome
 
 
+# Red team 100: the same agent exchanges its working directory for a folder beside it, no link: one of the
+# verifier's user's that it may not read. Grading entered the name, a folder now, and graded that folder as
+# the agent's work (the red team raced the exchange against grading's entry; done beforehand it needs no race).
+@pytest.mark.parametrize("kind, user", [("python", "root"), ("shell", "root"), ("python", "grader")])
+def test_a_working_directory_exchanged_for_a_folder_the_agent_may_not_read_grades_nothing_there(
+    docker_client, tmp_path, kind, user
+):
+    from test_docker_attacks import attack
+
+    task_dir = paris_task(tmp_path / "task", kind, user)
+
+    async def before(sandbox: Any) -> None:
+        hidden = await sandbox.exec(
+            "mkdir /home/agent/hidden && echo Paris > /home/agent/hidden/answer.txt && chown -R agent /home/agent/ws"
+            f" && chown -R {user} /home/agent/hidden && chmod 700 /home/agent/hidden && chmod 755 /home/agent",
+            user="root",
+        )
+        assert hidden.return_code == 0, hidden
+        swap = "cat hidden/answer.txt; echo wrong > ws/answer.txt && mv ws old && mv hidden ws"
+        swapped = await sandbox.exec(swap, user="agent", cwd="/home/agent")
+        assert swapped.return_code == 0 and "Permission denied" in swapped.stderr, swapped
+
+    workspace = write(tmp_path / "ws", {})
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before, workdir="/home/agent/ws")
+    assert (outcome.reward, outcome.masked) == (0.0, False), outcome
+    assert "could have been put in its place by a user who may not read it" in outcome.stdout, outcome
+
+
 # Red team 97: an honest setup the walk above first refused. The verifier's user may pass through the agent's
 # home (0711) but not read it, and the walk held each folder it stood in open, which takes the right to read.
 @pytest.mark.parametrize(("kind", "setpriv"), [("shell", True), ("shell", False), ("python", True)])
@@ -822,12 +855,7 @@ def test_a_working_directory_under_a_folder_the_verifier_may_only_pass_through_i
 ):
     from test_docker_attacks import attack
 
-    files = {"task.toml": '[agent]\nuser = "agent"\n[verifier]\nuser = "grader"\n'}
-    if kind == "python":
-        files.update({"tests/verifier.py": HIDDEN_ANSWER, "task_data.json": '{"answer": "Paris"}'})
-    else:
-        files["tests/test.sh"] = '[ "$(cat answer.txt)" = Paris ] && echo 1 > /logs/verifier/reward.txt\n'
-    task_dir = write(tmp_path / "task", files)
+    task_dir = paris_task(tmp_path / "task", kind, "grader")
 
     async def before(sandbox: Any) -> None:
         made = await sandbox.exec("chmod 711 /home/agent && chmod 755 /home/agent/ws", user="root")

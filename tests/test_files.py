@@ -304,6 +304,47 @@ def test_roots_link_in_a_folder_another_user_may_write_is_not_followed(golden, h
     assert read_text(home / "reference", "answer.txt") == "golden"  # root's link in root's folder (/app -> /srv/app)
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder to another user needs root"
+)
+@pytest.mark.parametrize(
+    "owner, group, mode, readable",
+    [
+        (1000, 1000, 0o755, {"agents": "agent", "roots-open": "open"}),  # the agent's own folder
+        (0, 0, 0o775, {"roots-open": "open", "group-readable": "group"}),  # g=u (OpenShift): its group's
+        (0, 0, 0o777, {"agents": None, "roots-open": "open"}),  # anyone may have moved anything in
+        (0, 0, 0o1777, {"agents": "agent", "roots-open": "open", "roots-own": "root", "group-readable": "group"}),
+    ],
+    ids=["agents", "group-writable", "anyones", "sticky"],
+)
+def test_what_another_user_may_have_moved_in_is_read_only_if_it_could_read_it(tmp_path, owner, group, mode, readable):
+    # Red teams 99 and 100: whoever may write a folder may exchange any name in it (rename(2)) for a
+    # folder or file of root's there that it may not read; the verifier, reading as root, took that
+    # for its work. In a folder another user may write, what the walk enters must be readable by them.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    files = {
+        "agents": (1000, 1000, 0o600),
+        "roots-open": (0, 0, 0o644),
+        "roots-own": (0, 0, 0o600),
+        "group-readable": (0, 0, 0o640),
+    }
+    for name, (uid, gid, bits) in files.items():
+        (workspace / name).write_text(readable.get(name) or name)
+        os.chown(workspace / name, uid, gid)
+        os.chmod(workspace / name, bits)
+    os.chown(workspace, owner, group)
+    os.chmod(workspace, mode)
+    if mode == 0o777:  # agent's own file too: another user may have exchanged it for its own
+        os.chown(workspace / "agents", 1001, 1001)
+    seen = {name: read_text(workspace, name) for name in files}
+    assert seen == {name: readable.get(name) for name in files}
+    (workspace / "inner").mkdir(mode=0o755)  # a folder of root's any user may pass: what is in it is vetted too
+    (workspace / "inner" / "secret.txt").write_text("secret")
+    os.chmod(workspace / "inner" / "secret.txt", 0o600)
+    assert read_text(workspace, "inner/secret.txt") == ("secret" if mode == 0o1777 else None)
+
+
 def test_a_workspace_swapped_while_it_is_read_reads_as_it_was_or_not_at_all(workspace, golden, home, monkeypatch):
     # Red team 52: the name was resolved, then opened; a swap in between read outside, or raised from realpath.
     # The agent owns the folder above the workspace, here the working directory, so its link never counts.

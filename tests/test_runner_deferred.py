@@ -104,9 +104,12 @@ def test_a_second_thread_waits_for_the_module_the_first_is_running(tmp_path: Pat
     slow = """
         import sys, time
         X = 1
+        def late():
+            return LATER
         time.sleep(0.5)
         Z = sys.modules[__name__].X + 1  # its own code looks itself up: no second run, no deadlock
         Y = 2
+        LATER = 3
     """
     done = _run(
         tmp_path,
@@ -120,13 +123,14 @@ def test_a_second_thread_waits_for_the_module_the_first_is_running(tmp_path: Pat
         first = threading.Thread(target=lambda: seen.append(("X", module.X)))
         first.start()
         time.sleep(0.1)  # the first thread is inside the module's sleep
-        seen.append(("Y", module.Y))  # waits for it: not an AttributeError of a half-run module
+        seen.append(("late", module.late()))  # a name it holds already waits too (red team 100)
+        seen.append(("Y", module.Y))  # so does one it has not made yet: no AttributeError
         first.join()
         print(sorted(seen), module.Z, type(module) is type(sys))
         """,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[('X', 1), ('Y', 2)] 2 True"
+    assert done.stdout.strip() == "[('X', 1), ('Y', 2), ('late', 3)] 2 True"
 
 
 def test_a_deferred_module_that_fails_leaves_sys_modules_and_raises_as_an_import(tmp_path: Path):

@@ -8,7 +8,10 @@ Agent processes may still run beside the verifier, so every path, the workspace'
 walked one part at a time from open folders (``_Walk``), never looked up twice: a part swapped for a
 link after it was looked at reads as missing, and a link's owner and target come from one open of it.
 The agent's link on the workspace's path, or out of the working directory, leads nowhere, as does
-the runner's ``workspace`` once its name is swapped for another folder.
+the runner's ``workspace`` once its name is swapped for another folder. Whoever besides root and the
+verifier's user may write a folder on the way may exchange any name in it for a folder or file of
+root's there (``rename(2)``): what the walk enters after such a folder must be readable by them
+(``_Walk._vet``), so the verifier reads nothing for the agent that the agent could not read itself.
 
 Reads are capped: a file larger than ``max_bytes`` (``MAX_READ_BYTES``, 32 MiB, by default) reads
 as "no answer" without being read, so an agent's 2 GB (or sparse 2 TB) file costs no memory.
@@ -83,6 +86,8 @@ class _Walk:
         # Once set (the workspace's trail), the walk stands outside the workspace only on its way: it
         # never looks into another folder with the verifier's rights, for the agent to learn what is there.
         self.fence: List[Tuple[int, int]] = []
+        self.trusted = (0, os.geteuid())
+        self.movers: List[Tuple[int, int]] = []  # see _vet
 
     def close(self) -> None:
         os.close(self.descriptor)
@@ -108,8 +113,10 @@ class _Walk:
                     self._move(os.open("/", _STEP_FLAGS | _DIRECTORY), restart=True)
                 pending.extend(target.split("/")[::-1])
             elif stat.S_ISDIR(info.st_mode) and child is not None:
+                self._vet(info, child)
                 self._move(child)
             else:
+                self._vet(info, child)
                 if child is not None:
                     os.close(child)
                 if pending or not stat.S_ISREG(info.st_mode):
@@ -117,6 +124,20 @@ class _Walk:
                 self.name = name
                 return info
         return None
+
+    def _vet(self, entry: os.stat_result, child: Optional[int]) -> None:
+        """Raises ``OSError`` (closing ``child``) unless whoever may have moved what the walk has entered
+        so far into its place, besides root and the verifier's user, could read ``entry`` itself: such a
+        user may exchange a name it may write for any folder or file there (``rename(2)``), the
+        verifier's answers included, and the verifier would read them as its work (red teams 99 and
+        100). What it could read, it could as well have copied."""
+        for mover in _movers(os.fstat(self.descriptor), entry, self.trusted):
+            if mover not in self.movers:
+                self.movers.append(mover)
+        if not all(_readable_by(entry, mover) for mover in self.movers):
+            if child is not None:
+                os.close(child)
+            raise OSError("moved into its place by another user, who may not read it")
 
     def _trusted(self, link: os.stat_result, owners: Tuple[int, ...]) -> bool:
         """Whether a link ``owners`` may trust: theirs, in a folder of theirs no one else may write.
@@ -166,6 +187,38 @@ class _Walk:
         self.trail.pop()
 
 
+# Who may have moved an entry into its place: a user, a group's members, or anyone.
+_USER, _GROUP, _ANYONE = 0, 1, 2
+
+
+def _movers(folder: os.stat_result, entry: os.stat_result, trusted: Tuple[int, ...]) -> List[Tuple[int, int]]:
+    """Who, besides ``trusted``, may have moved ``entry`` into ``folder``: the folder's owner where it
+    may write it; its group's members or anyone where they may, except in a sticky folder (``/tmp``),
+    where only the entry's owner may move it."""
+    mode = folder.st_mode
+    movers = []
+    if folder.st_uid not in trusted and mode & stat.S_IWUSR:
+        movers.append((_USER, folder.st_uid))
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not mode & stat.S_ISVTX:
+            movers.append((_ANYONE, 0) if mode & stat.S_IWOTH else (_GROUP, folder.st_gid))
+        elif entry.st_uid not in trusted:
+            movers.append((_USER, entry.st_uid))
+    return movers
+
+
+def _readable_by(entry: os.stat_result, mover: Tuple[int, int]) -> bool:
+    """Whether ``mover`` could read ``entry`` (pass through it, for a folder) by its mode bits: as its
+    owner, who may change them anyway, as the group a group's members share, or as anyone."""
+    kind, who = mover
+    need = stat.S_IXOTH if stat.S_ISDIR(entry.st_mode) else stat.S_IROTH
+    if entry.st_mode & need:
+        return True
+    if kind == _USER:
+        return entry.st_uid == who
+    return kind == _GROUP and entry.st_gid == who and bool(entry.st_mode & (need << 3))
+
+
 def _identity(info: os.stat_result) -> Tuple[int, int]:
     return info.st_dev, info.st_ino
 
@@ -176,7 +229,7 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
     The workspace's own path is followed through links that root or the verifier's own user owns
     (an image's ``/app -> /srv/app``; the verifier's files are its own anyway) in a folder of theirs
     no one else may write, never another user's, the agent's; the runner's ``workspace`` must lead
-    to the folder the runner handed over (``_the_handed_workspace``). A workspace whose path passes
+    to the folder the runner handed over (``_leads_where_named``). A workspace whose path passes
     through the working directory (the runner's is the agent's workspace) must end inside it:
     ``workspace / "out"`` with the agent's ``out -> /tests/expected`` is no workspace. Inside, the
     agent's links are followed as long as they lead to a file inside the workspace.
@@ -184,14 +237,23 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
     parts = _relative_parts(path, function, workspace)
     walk = None
     try:
-        text = os.path.abspath(os.fsdecode(os.fspath(workspace)))
+        text = os.fsdecode(os.fspath(workspace))
+        try:
+            cwd: Optional[str] = os.getcwd()
+        except OSError:  # removed: a relative workspace leads nowhere, an absolute one as named
+            cwd = None
+        if cwd is not None or os.path.isabs(text):
+            # os.path.abspath's, but for the two leading slashes POSIX lets it keep: one name, one text
+            text = "/" + os.path.normpath(os.path.join(cwd or "/", text)).lstrip("/")
+        else:
+            return None
         here = _identity(os.stat("."))
         walk = _Walk()
         if walk.follow(text.split("/"), owners=(0, os.geteuid())) is not None:
             return None  # a file, not a folder
         if here in walk.seen and here not in walk.trail:
             return None
-        if not _the_handed_workspace(text, walk.trail):
+        if not _leads_where_named(text, walk.trail, None if cwd is None else (cwd, here)):
             return None
         walk.fence = list(walk.trail)
         found = walk.follow(parts)
@@ -209,20 +271,24 @@ def _open_regular(workspace: StrPath, path: StrPath, function: str) -> Optional[
     return descriptor
 
 
-def _the_handed_workspace(text: str, trail: List[Tuple[int, int]]) -> bool:
-    """Whether a walk of ``text`` that ended on ``trail`` reached the working directory the shim's
-    runner handed ``verify`` as ``workspace``, where ``text`` names it or a folder in it (else
-    ``True``). The runner holds that folder, but ``workspace`` is its name, and an agent that may
-    write the folder above it can swap the name for a folder or link the verifier may read and it
-    may not (red team 99: ``rename(2)`` with ``RENAME_EXCHANGE``)."""
-    runner = sys.modules.get("_gym_runner")
-    handed = getattr(runner, "WORKSPACE", None)
-    if handed is None:
-        return True
-    name, identity = handed
-    if text == name:
-        return bool(trail[-1] == identity)
-    return not text.startswith(name.rstrip("/") + "/") or identity in trail
+def _leads_where_named(text: str, trail: List[Tuple[int, int]], working: Optional[Tuple[str, Tuple[int, int]]]) -> bool:
+    """Whether a walk of ``text`` that ended on ``trail`` reached the folders known by name: the
+    working directory (``working``: its name and its device and inode, read together) and the one the
+    shim's runner handed ``verify`` as ``workspace``, where ``text`` names one or a folder in it.
+    Both are held, but ``text`` is a name, and an agent that may write the folder above one can
+    exchange the name for a folder or link the verifier may read and it may not (red teams 99 and
+    100: ``rename(2)`` with ``RENAME_EXCHANGE``, against ``workspace``, ``"."`` and ``os.getcwd()``)."""
+    known = [] if working is None else [working]
+    handed = getattr(sys.modules.get("_gym_runner"), "WORKSPACE", None)
+    if handed is not None:
+        known.append(handed)
+    for name, identity in known:
+        if text == name:
+            if trail[-1] != identity:
+                return False
+        elif text.startswith(name.rstrip("/") + "/") and identity not in trail:
+            return False
+    return True
 
 
 def read_text(

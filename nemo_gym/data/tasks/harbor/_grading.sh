@@ -437,6 +437,56 @@ walk_to_workdir() {
   done
 }
 
+# The working directory's folders from / down, as they are now (each its own device and inode: ./.., ./../..):
+# whoever besides root and this user may have moved one into its place (the owner of a folder it may write,
+# its group's members or anyone where they may, only the entry's owner in a sticky folder) must be able to
+# pass through it and every folder below it, read it for a file. Else it may be a folder of root's or the
+# verifier's that the agent exchanged for its own working directory as grading entered it by name (red team
+# 100: rename(2) needs no right on what it moves), holding answers the agent may not read. The runner and
+# nemo_gym.verifiers.files apply the same rule. One stat of the whole chain.
+moved_in() {
+  local rest=${PWD#/} args=(.) up=. lines entries=() me="" key seen=" " found=() who need index
+  local fuid fgid fmode euid egid emode system=/usr/sbin:/usr/bin:/sbin:/bin
+  while [ -n "$rest" ]; do
+    up=$up/.. args+=("$up")
+    [[ $rest = */* ]] && rest=${rest#*/} || rest=""
+  done
+  lines=$(PATH=$system LC_ALL=C exec stat -c '%u %g %f' -- "${args[@]}" 2>/dev/null)
+  [ -n "$lines" ] || return 0  # . itself cannot be looked at: nothing in it can be read either
+  local IFS=$'\n'
+  set -f
+  entries=($lines)
+  set +f
+  IFS=$' \t\n'
+  REPLY="the working directory $WORKDIR could have been put in its place by a user who may not read it"
+  [ "${#entries[@]}" = "${#args[@]}" ] || return 1
+  while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
+  for (( index = ${#entries[@]} - 1; index > 0; index-- )); do
+    set -- ${entries[index]} ${entries[index - 1]}  # folder uid gid mode, entry uid gid mode
+    fuid=$1 fgid=$2 fmode=$((16#$3)) euid=$4 egid=$5 emode=$((16#$6))
+    found=()
+    (( fuid != 0 && fuid != me && (fmode & 8#200) )) && found+=("u$fuid")
+    if (( fmode & 8#022 )); then
+      if (( !(fmode & 8#1000) )); then
+        (( fmode & 8#002 )) && found+=(a) || found+=("g$fgid")
+      elif (( euid != 0 && euid != me )); then
+        found+=("u$euid")
+      fi
+    fi
+    for who in "${found[@]}"; do [[ $seen = *" $who "* ]] || seen="$seen$who "; done
+    (( (emode & 8#170000) == 8#040000 )) && need=1 || need=4
+    (( emode & need )) && continue
+    for who in $seen; do
+      case $who in
+        u*) (( euid == ${who#u} )) || return 1 ;;
+        g*) (( egid == ${who#g} && (emode & need * 8) )) || return 1 ;;
+        *) return 1 ;;
+      esac
+    done
+  done
+  REPLY=""
+}
+
 # Enters the task's working directory, after prepare (the exec starts in /); else says why not in
 # REPLY. One the agent removed (or closed to the verifier's user) scores 0 rather than failing the
 # exec's start, a mask on the agent's demand (even between two execs, red team 55), and a link the
@@ -449,7 +499,10 @@ enter_workdir() {
     "$TESTS"/* | "$LOGS"/*) ;;
     *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
   esac
-  [ -z "$REPLY" ]
+  # Root's walk alone looks (a Python verifier run as root needs no look: its runner looks at the whole
+  # chain as root). The verifier's user's own walk (user_start) does not: its look would be a pipe of that
+  # user's, which a leftover of that user could write into (red team 88).
+  [ -z "$REPLY" ] && { [ "$KIND$RUN_AS" = python ] || ! declare -F moved_in >/dev/null || moved_in; }
 }
 
 # What the verifier's user runs first where this shell switches to it (switch_user), under timeout, with
