@@ -576,17 +576,18 @@ def moved_in() -> "Optional[str]":
 
 # Who may have moved an entry into its place: a user, a group's members, or anyone.
 _USER, _GROUP, _ANYONE = 0, 1, 2
-_S_IWGRP, _S_IWOTH, _S_ISVTX, _S_IWUSR = 0o20, 0o2, 0o1000, 0o200  # stat's (not imported: start-up time)
+_S_IWGRP, _S_IWOTH, _S_ISVTX = 0o20, 0o2, 0o1000  # stat's (not imported: start-up time)
 
 
 def movers(folder: "Any", entry: "Any", trusted: "Tuple[int, ...]") -> "List[Tuple[int, int]]":
     """Who, besides ``trusted``, may have moved ``entry`` into ``folder`` (``os.stat_result`` both):
-    the folder's owner where it may write it; its group's members or anyone where they may, but in a
-    sticky folder (``/tmp``) only the entry's owner. ``nemo_gym.verifiers.files._movers`` is the same
-    rule, for the walks of what verify reads (a test holds the two equal)."""
+    the folder's owner, who may make it writable whenever it likes; its group's members or anyone where
+    they may write it, but in a sticky folder (``/tmp``) only the entry's owner.
+    ``nemo_gym.verifiers.files._movers`` is the same rule, for the walks of what verify reads (a test
+    holds the two equal)."""
     mode = folder.st_mode
     found = []
-    if folder.st_uid not in trusted and mode & _S_IWUSR:
+    if folder.st_uid not in trusted:  # whatever its mode says: an owner may change it (red team 101)
         found.append((_USER, folder.st_uid))
     if mode & (_S_IWGRP | _S_IWOTH):
         if not mode & _S_ISVTX:

@@ -153,9 +153,9 @@ def test_a_working_directory_exchanged_while_verify_reads_it_never_reads_roots_f
     assert run.reward == {"reward": 0.0, "wrong": 1.0}, run.output
 
 
-@pytest.mark.parametrize("mode", [0o700, 0o755])
+@pytest.mark.parametrize("mode, above", [(0o700, 0o755), (0o755, 0o755), (0o700, 0o555)])
 def test_a_working_directory_the_agent_may_have_moved_in_and_not_read_is_not_graded(
-    run_shim, tmp_path: Path, tmp_path_factory, mode
+    run_shim, tmp_path: Path, tmp_path_factory, mode, above
 ):
     # Red team 100: grading entered the working directory by name while the agent exchanged it for a
     # folder of root's beside it, so the runner stood in root's folder, and a verify reading
@@ -166,9 +166,11 @@ def test_a_working_directory_the_agent_may_have_moved_in_and_not_read_is_not_gra
     python = make_bin(tmp_path_factory.mktemp("bin"), python3=sys.executable, rm="/bin/rm")
     (tmp_path / "workspace").mkdir(mode=mode)
     os.chmod(tmp_path / "workspace", mode)
+    (tmp_path / "workspace" / "answer.txt").write_text("Paris")
     os.chown(tmp_path, 1000, 1000)
+    os.chmod(tmp_path, above)  # red team 101: the agent closed the folder again after the exchange
     source = "def verify():\n    return float(open('answer.txt').read() == 'Paris')\n"
-    run = run_shim(source, workspace_files={"answer.txt": "Paris"}, path=str(python))
+    run = run_shim(source, path=str(python))
     if mode == 0o755:  # one the agent may read: it could have copied what is in it anyway
         assert run.reward == {"reward": 1.0}, run.output
         return

@@ -192,12 +192,12 @@ _USER, _GROUP, _ANYONE = 0, 1, 2
 
 
 def _movers(folder: os.stat_result, entry: os.stat_result, trusted: Tuple[int, ...]) -> List[Tuple[int, int]]:
-    """Who, besides ``trusted``, may have moved ``entry`` into ``folder``: the folder's owner where it
-    may write it; its group's members or anyone where they may, except in a sticky folder (``/tmp``),
-    where only the entry's owner may move it."""
+    """Who, besides ``trusted``, may have moved ``entry`` into ``folder``: the folder's owner, who may
+    make it writable whenever it likes; its group's members or anyone where they may write it, except
+    in a sticky folder (``/tmp``), where only the entry's owner may move it."""
     mode = folder.st_mode
     movers = []
-    if folder.st_uid not in trusted and mode & stat.S_IWUSR:
+    if folder.st_uid not in trusted:  # whatever its mode says: an owner may change it (red team 101)
         movers.append((_USER, folder.st_uid))
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         if not mode & stat.S_ISVTX:

@@ -438,12 +438,12 @@ walk_to_workdir() {
 }
 
 # The working directory's folders from / down, as they are now (each its own device and inode: ./.., ./../..):
-# whoever besides root and this user may have moved one into its place (the owner of a folder it may write,
-# its group's members or anyone where they may, only the entry's owner in a sticky folder) must be able to
-# pass through it and every folder below it, read it for a file. Else it may be a folder of root's or the
-# verifier's that the agent exchanged for its own working directory as grading entered it by name (red team
-# 100: rename(2) needs no right on what it moves), holding answers the agent may not read. The runner and
-# nemo_gym.verifiers.files apply the same rule. One stat of the whole chain.
+# whoever besides root and this user may have moved one into its place (a folder's owner, who may make it
+# writable at will; its group's members or anyone where they may; only the entry's owner in a sticky folder)
+# must be able to pass through it and every folder below it, read it for a file. Else it may be a folder of
+# root's or the verifier's that the agent exchanged for its own working directory as grading entered it by
+# name (red team 100: rename(2) needs no right on what it moves), holding answers the agent may not read.
+# The runner and nemo_gym.verifiers.files apply the same rule. One stat of the whole chain.
 moved_in() {
   local rest=${PWD#/} args=(.) up=. lines entries=() me="" key seen=" " found=() who need index
   local fuid fgid fmode euid egid emode system=/usr/sbin:/usr/bin:/sbin:/bin
@@ -465,7 +465,7 @@ moved_in() {
     set -- ${entries[index]} ${entries[index - 1]}  # folder uid gid mode, entry uid gid mode
     fuid=$1 fgid=$2 fmode=$((16#$3)) euid=$4 egid=$5 emode=$((16#$6))
     found=()
-    (( fuid != 0 && fuid != me && (fmode & 8#200) )) && found+=("u$fuid")
+    (( fuid != 0 && fuid != me )) && found+=("u$fuid")  # whatever its mode: an owner may change it
     if (( fmode & 8#022 )); then
       if (( !(fmode & 8#1000) )); then
         (( fmode & 8#002 )) && found+=(a) || found+=("g$fgid")
