@@ -100,6 +100,27 @@ def test_deferred_modules_work_as_imported_ones_for_every_importer(run_shim):
     assert run.reward == {"reward": 1.0, "left_deferred": 0}, run.output
 
 
+def test_deferred_modules_run_the_standard_librarys_code_whatever_the_agent_planted(run_shim):
+    # They run once verify has started, from the working directory: the module found as they were
+    # deferred runs, never one of the agent's of the same name (nor one PYTHONPATH points at there).
+    planted = "raise SystemExit('planted module imported')\n"
+    workspace = {name: planted for name in ("re.py", "fnmatch.py", "ntpath.py", "contextlib.py", "glob.py")}
+    workspace.update({"urllib/__init__.py": planted, "urllib/parse.py": planted, "answer.txt": "42"})
+    verifier = """
+    import sys
+
+    def verify(workspace):
+        import re
+        found = [path.name for path in workspace.glob("*.txt")] + [re.sub("4", "x", "42")]
+        return float(found == ["answer.txt", "x2"] and workspace.as_uri().startswith("file:///"))
+    """
+    for pythonpath in (None, ".", ":"):
+        env = {} if pythonpath is None else {"PYTHONPATH": pythonpath}
+        run = run_shim(verifier, workspace_files=workspace, env=env)
+        assert run.reward == {"reward": 1.0}, (pythonpath, run.output)
+        assert "planted" not in run.output
+
+
 def test_a_second_thread_waits_for_the_module_the_first_is_running(tmp_path: Path):
     slow = """
         import sys, time

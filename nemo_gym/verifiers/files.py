@@ -199,7 +199,7 @@ def _movers(folder: os.stat_result, entry: os.stat_result, trusted: Tuple[int, .
     movers = []
     if folder.st_uid not in trusted:  # whatever its mode says: an owner may change it (red team 101)
         movers.append((_USER, folder.st_uid))
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if mode & _OTHERS_WRITE:
         if not mode & stat.S_ISVTX:
             movers.append((_ANYONE, 0) if mode & stat.S_IWOTH else (_GROUP, folder.st_gid))
         elif entry.st_uid not in trusted:
