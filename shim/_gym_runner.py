@@ -125,13 +125,22 @@ def _read(here: "str", name: "str") -> "bytes":
 # against a pattern, globbed or made a URI: each is left unrun until first used (``_Deferred``). They
 # are about half of pathlib's import on 3.8-3.11, which every verify that declares ``workspace`` pays.
 # Where pathlib's import runs one (3.12 fnmatch, and so re; 3.13's glob re), it runs then. With each,
-# the names pathlib takes from it by ``from ... import`` as it is imported (see ``_forwarder``).
+# the names pathlib takes from it by ``from ... import`` as it is imported (see ``_forwarder``), and
+# the caches it decorates its functions with (see ``_Cached``).
 _PATHLIB_DEFERRED = (
-    ("re", ()),
-    ("fnmatch", ()),
-    ("ntpath", ()),
-    ("urllib.parse", ("quote_from_bytes",)),
-) + ((("contextlib", ()),) if sys.version_info >= (3, 13) else ())  # glob's, since 3.13's pathlib imports glob
+    ("re", (), ()),
+    ("fnmatch", (), ()),
+    ("ntpath", (), ()),
+    ("urllib.parse", ("quote_from_bytes",), ()),
+) + (
+    # functools, with collections (a third of a bare start): 3.8-3.11's pathlib only decorates
+    # _make_selector with its lru_cache; from 3.12 re runs at pathlib's import, and functools with it.
+    (("functools", (), ("lru_cache",)),)
+    if sys.version_info < (3, 12)
+    else (("contextlib", (), ()),)  # glob's, since 3.13's pathlib imports glob
+    if sys.version_info >= (3, 13)
+    else ()
+)
 # One deferred module runs at a time; the thread running one re-enters when its code needs another.
 _DEFERRED_LOCK = _thread.RLock()
 _DEFERRED_RUNNING: "Set[str]" = set()
@@ -143,7 +152,8 @@ class _Deferred(_MODULE):  # type: ignore[misc,valid-type]
     """A standard-library module imported but not run yet: looking up any name in it runs it, in
     place, first (``importlib.util.LazyLoader``'s design, without importing importlib), so that
     every importer holds the one module object, which is a plain module from then on. Exempt are
-    the names the import system looks up, and ``_forwarder``'s, which run it when called."""
+    the names the import system looks up, ``_forwarder``'s, which run it when called, and
+    ``_cache_forwarder``'s, whose functions run it when called."""
 
     def __getattribute__(self, name: "str") -> "Any":
         # A name the module holds already is one of _forwarder's, or one its code has made so far
@@ -187,9 +197,52 @@ def _forwarder(module: "Any", name: "str") -> "Callable[..., Any]":
     return forward
 
 
-def defer(name: "str", forwarded: "Sequence[str]" = ()) -> "None":
+class _Cached:
+    """A function decorated by a deferred module's cache (``functools.lru_cache``): ``make`` decorates
+    it with the module's own, running the module, when it is first called or looked into."""
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, make: "Callable[[], Any]") -> None:
+        self._make = make
+        self._made: Any = None
+
+    def _function(self) -> "Any":
+        with _DEFERRED_LOCK:
+            if self._made is None:
+                self._made = self._make()
+            return self._made
+
+    def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
+        return self._function()(*args, **kwargs)
+
+    def __getattr__(self, name: "str") -> "Any":  # cache_info, cache_clear, __wrapped__, ...
+        return getattr(self._function(), name)
+
+
+def _cache_forwarder(module: "Any", name: "str") -> "Callable[..., Any]":
+    """What a deferred module's cache decorator ``name`` is while pathlib is imported: it decorates
+    with ``_Cached``, so that the module runs only once a decorated function is used. Both of
+    lru_cache's forms: ``lru_cache(function)`` and ``lru_cache(maxsize)(function)``."""
+
+    def real() -> "Any":
+        run_deferred(module)
+        return getattr(module, name)
+
+    def forward(*args: "Any", **kwargs: "Any") -> "Any":
+        if args and callable(args[0]):
+            return _Cached(lambda: real()(*args, **kwargs))
+        return lambda function: _Cached(lambda: real()(*args, **kwargs)(function))
+
+    forward.__name__ = forward.__qualname__ = name
+    return forward
+
+
+def defer(name: "str", forwarded: "Sequence[str]" = (), cached: "Sequence[str]" = ()) -> "None":
     """Puts standard-library module ``name`` in sys.modules unrun (see ``_Deferred``), where no
-    import has put it yet: the same module an import would find now, by the same search."""
+    import has put it yet: the same module an import would find now, by the same search. Its
+    ``forwarded`` names run it when called (``_forwarder``), its ``cached`` decorators when what they
+    decorate is (``_cache_forwarder``)."""
     if name in sys.modules:
         return
     parent, _, child = name.rpartition(".")
@@ -203,19 +256,33 @@ def defer(name: "str", forwarded: "Sequence[str]" = ()) -> "None":
     module = module_from_spec(spec)
     for item in forwarded:
         setattr(module, item, _forwarder(module, item))
+    for item in cached:
+        setattr(module, item, _cache_forwarder(module, item))
     module.__class__ = _Deferred
     sys.modules[name] = module
     if package is not None:
         setattr(package, child, module)  # what an import of the submodule sets on its package
 
 
+def forget_cached(name: "str", cached: "Sequence[str]") -> "None":
+    """Removes ``cached`` from deferred module ``name`` once pathlib is imported: a later look-up (a
+    verify's own ``from functools import lru_cache``) runs the module and gets its own decorator."""
+    module = sys.modules.get(name)
+    if type(module) is _Deferred:
+        names = _MODULE.__getattribute__(module, "__dict__")
+        for item in cached:
+            names.pop(item, None)
+
+
 def path_class() -> "Any":
     """``pathlib.Path``; when pathlib is not imported yet, imported with ``_PATHLIB_DEFERRED`` deferred."""
     if "pathlib" not in sys.modules:
-        for name, forwarded in _PATHLIB_DEFERRED:
-            defer(name, forwarded)
+        for name, forwarded, cached in _PATHLIB_DEFERRED:
+            defer(name, forwarded, cached)
     from pathlib import Path
 
+    for name, _, cached in _PATHLIB_DEFERRED:
+        forget_cached(name, cached)
     return Path
 
 

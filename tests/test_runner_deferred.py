@@ -1,6 +1,6 @@
 """pathlib, for a verify that declares ``workspace``, is imported with what it runs only on some uses
-(``re``, ``fnmatch``, ``ntpath``, ``urllib.parse``, and 3.13's ``contextlib``) left unrun until first
-used: about half of pathlib's import on 3.8-3.11. A deferred module must work exactly as an imported
+(``re``, ``fnmatch``, ``ntpath``, ``urllib.parse``, 3.8-3.11's ``functools`` and 3.13's ``contextlib``)
+left unrun until first used: most of pathlib's import on 3.8-3.11. A deferred module must work exactly as an imported
 one for every importer, from any thread, and fail as a failed import fails.
 """
 
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.every_python  # the in-sandbox part: proven on every Py
 RUN_AT_IMPORT = (
     {"re", "fnmatch"} if sys.version_info[:2] == (3, 12) else {"re"} if sys.version_info >= (3, 13) else set()
 )
-DEFERRED = {"re", "fnmatch", "ntpath", "urllib.parse"} | ({"contextlib"} if sys.version_info >= (3, 13) else set())
+DEFERRED = {"re", "fnmatch", "ntpath", "urllib.parse"} | (
+    {"functools"} if sys.version_info < (3, 12) else {"contextlib"} if sys.version_info >= (3, 13) else set()
+)
 
 
 def _run(tmp_path: Path, modules: dict, script: str) -> subprocess.CompletedProcess:
@@ -49,6 +51,8 @@ def test_pathlib_comes_with_what_it_uses_later_unrun(tmp_path: Path):
         path = runner.path_class()
         assert path is sys.modules["pathlib"].Path
         assert sys.modules["urllib"].parse is sys.modules["urllib.parse"]  # as an import leaves them
+        # functools' collections (with heapq, keyword, reprlib) stays out where functools waits.
+        assert ("collections" in sys.modules) == (sys.version_info >= (3, 12)), sorted(sys.modules)
         print(sorted((name, type(sys.modules[name]).__name__) for name in {sorted(DEFERRED)!r}))
         """,
     )
@@ -92,6 +96,15 @@ def test_deferred_modules_work_as_imported_ones_for_every_importer(run_shim):
                 import contextlib
                 with contextlib.suppress(KeyError):
                     raise KeyError
+            # pathlib's own cache works as functools' (3.8-3.11 decorated it while functools waited),
+            # and a verify's own lru_cache is functools' own.
+            import functools
+            from functools import lru_cache
+            assert type(functools) is type(sys) and lru_cache is functools.lru_cache
+            assert type(lru_cache(len)).__name__ == "_lru_cache_wrapper"
+            if sys.version_info < (3, 12):
+                hits = pathlib._make_selector.cache_info().hits
+                assert list(workspace.glob("*.txt")) and pathlib._make_selector.cache_info().hits == hits + 1
             left = [name for name, module in list(sys.modules.items()) if type(module).__name__ == "_Deferred"]
             return {"reward": 1.0, "left_deferred": len(left)}
         """,
@@ -104,8 +117,10 @@ def test_deferred_modules_run_the_standard_librarys_code_whatever_the_agent_plan
     # They run once verify has started, from the working directory: the module found as they were
     # deferred runs, never one of the agent's of the same name (nor one PYTHONPATH points at there).
     planted = "raise SystemExit('planted module imported')\n"
-    workspace = {name: planted for name in ("re.py", "fnmatch.py", "ntpath.py", "contextlib.py", "glob.py")}
+    names = ("re.py", "fnmatch.py", "ntpath.py", "contextlib.py", "glob.py", "functools.py", "heapq.py", "reprlib.py")
+    workspace = {name: planted for name in names}
     workspace.update({"urllib/__init__.py": planted, "urllib/parse.py": planted, "answer.txt": "42"})
+    workspace.update({"collections/__init__.py": planted, "keyword.py": planted})  # what functools imports
     verifier = """
     import sys
 
@@ -200,3 +215,39 @@ def test_a_forwarded_name_runs_its_module_when_called(tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "_Deferred 42 module True True"
+
+
+def test_a_cache_decorated_while_functools_waits_is_functools_own_once_used(tmp_path: Path):
+    # What pathlib's import does with functools.lru_cache on 3.8-3.11, in every form lru_cache takes.
+    done = _run(
+        tmp_path,
+        {},
+        """
+        runner.defer("functools", (), ("lru_cache",))
+        functools = sys.modules["functools"]
+        calls = []
+        def square(value):
+            calls.append(value)
+            return value * value
+        decorated = [functools.lru_cache()(square), functools.lru_cache(maxsize=1)(square), functools.lru_cache(square)]
+        runner.forget_cached("functools", ("lru_cache",))
+        print(type(functools).__name__, "collections" in sys.modules)
+        import threading  # which imports functools on some Pythons
+        threads = [threading.Thread(target=decorated[0], args=(3,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(type(functools).__name__, [function(3) for function in decorated], len(calls))
+        print(decorated[0].cache_info().hits, decorated[1].cache_info().maxsize, decorated[2].__wrapped__ is square)
+        from functools import lru_cache
+        print(type(lru_cache(square)).__name__)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "_Deferred False",  # decorating ran nothing
+        "module [9, 9, 9] 3",  # one function per decorator: the four threads' calls were one miss
+        "4 1 True",  # functools' own cache behind each
+        "_lru_cache_wrapper",  # forgotten after pathlib's import: a later import gets functools' own
+    ]
