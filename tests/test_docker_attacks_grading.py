@@ -822,9 +822,18 @@ def test_a_working_directory_made_a_link_of_the_agents_grades_nothing_there(
 # Red team 100: the same agent exchanges its working directory for a folder beside it, no link: one of the
 # verifier's user's that it may not read. Grading entered the name, a folder now, and graded that folder as
 # the agent's work (the red team raced the exchange against grading's entry; done beforehand it needs no race).
-@pytest.mark.parametrize("kind, user", [("python", "root"), ("shell", "root"), ("python", "grader")])
+@pytest.mark.parametrize(
+    "kind, user, setpriv",
+    [
+        ("python", "root", True),
+        ("shell", "root", True),
+        ("python", "grader", True),
+        ("shell", "grader", True),  # the verifier's user's start (user_start) looks too
+        ("shell", "grader", False),  # test.sh in an exec of grader's own
+    ],
+)
 def test_a_working_directory_exchanged_for_a_folder_the_agent_may_not_read_grades_nothing_there(
-    docker_client, tmp_path, kind, user
+    docker_client, tmp_path, kind, user, setpriv
 ):
     from test_docker_attacks import attack
 
@@ -842,7 +851,7 @@ def test_a_working_directory_exchanged_for_a_folder_the_agent_may_not_read_grade
         assert swapped.return_code == 0 and "Permission denied" in swapped.stderr, swapped
 
     workspace = write(tmp_path / "ws", {})
-    outcome, _ = attack(docker_client, task_dir, workspace, before=before, workdir="/home/agent/ws")
+    outcome, _ = attack(docker_client, task_dir, workspace, before=before, workdir="/home/agent/ws", setpriv=setpriv)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
     assert "could have been put in its place by a user who may not read it" in outcome.stdout, outcome
 
@@ -1042,10 +1051,13 @@ def test_a_verifier_user_that_is_root_by_another_number_never_runs_in_the_truste
 
 # Red team 88: the check that the verifier's user can enter the working directory ran as that user beside
 # root's shell, holding its descriptors, the results pipe among them: a leftover of the same user took it
-# (pidfd_getfd) and wrote its own results first. Here the leftover, the verifier's user itself, looks for
-# any process of its user holding a pipe other than its own while grading runs.
+# (pidfd_getfd) and wrote its own results first. Here the leftover, the verifier's user itself, notes every
+# pipe a process of its user holds while grading runs, and a process of root's notes every pipe root's
+# processes hold: none may be both. (The user's own start makes pipes of its own, to read stat's look at the
+# chain: those any program of that user's may reach, as it may reach the start itself.)
 PIPE_SEEKER = r"""
-import os, time
+import os, sys, time
+root = sys.argv[1] == "root"
 mine = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")}
 found = set()
 end = time.time() + 20
@@ -1054,13 +1066,15 @@ while time.time() < end and not os.path.exists("/tmp/graded"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
+            if root and os.stat(f"/proc/{pid}").st_uid != 0:
+                continue
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith("pipe:") and target not in mine:
                     found.add(f"{pid}:{fd}:{target}")
         except OSError:
             pass
-open("/tmp/seen-pipes", "w").write("\n".join(sorted(found)))
+open(f"/tmp/pipes-{sys.argv[1]}", "w").write("\n".join(sorted(found)))
 """
 
 
@@ -1076,15 +1090,21 @@ def test_no_process_of_the_verifiers_user_holds_a_pipe_of_grading(docker_client,
     )
 
     async def before(sandbox: Any) -> None:
-        await leave_behind(sandbox, f"exec python3 -c {shlex.quote(PIPE_SEEKER)}", user="grader")
+        for user in ("grader", "root"):
+            assert (await sandbox.exec("rm -f /tmp/agent-alive", user="root")).return_code == 0
+            await leave_behind(sandbox, f"exec python3 -c {shlex.quote(PIPE_SEEKER)} {user}", user=user)
 
-    async def after(sandbox: Any) -> str:
-        done = "for i in $(seq 100); do [ -e /tmp/seen-pipes ] && break; sleep 0.1; done; cat /tmp/seen-pipes"
-        return (await sandbox.exec(done, user="root")).stdout
+    async def after(sandbox: Any) -> Any:
+        done = "for i in $(seq 100); do [ -e /tmp/pipes-grader ] && [ -e /tmp/pipes-root ] && break; sleep 0.1; done"
+        assert (await sandbox.exec(done, user="root")).return_code == 0
+        return [(await sandbox.exec(f"cat /tmp/pipes-{user}", user="root")).stdout for user in ("grader", "root")]
 
-    outcome, seen = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
+    outcome, (users, roots) = attack(docker_client, task_dir, write(tmp_path / "ws", {}), before=before, after=after)
     assert (outcome.reward, outcome.masked) == (0.0, False), outcome
-    assert seen == "", seen
+    pipes = {line.split(":", 2)[2]: line for line in users.split()}
+    assert roots.split(), "root's processes held no pipe: the look saw nothing"
+    shared = [line for line in roots.split() if line.split(":", 2)[2] in pipes]
+    assert shared == [], (shared, users)
 
 
 @pytest.mark.parametrize(

@@ -499,18 +499,19 @@ enter_workdir() {
     "$TESTS"/* | "$LOGS"/*) ;;
     *) within "$TESTS" "$LOGS" && REPLY="the working directory $WORKDIR leads into $TESTS or $LOGS (a link)" ;;
   esac
-  # Root's walk alone looks (a Python verifier run as root needs no look: its runner looks at the whole
-  # chain as root). The verifier's user's own walk (user_start) does not: its look would be a pipe of that
-  # user's, which a leftover of that user could write into (red team 88).
-  [ -z "$REPLY" ] && { [ "$KIND$RUN_AS" = python ] || ! declare -F moved_in >/dev/null || moved_in; }
+  # Then the chain is looked at (moved_in), but with $1 runner_looks: a Python verifier run as root, whose
+  # runner looks at the whole chain as root. The verifier's user's own walk (user_start, or its own exec)
+  # looks by that user's rights, through a pipe of that user's: only a program of that user's could write
+  # into it (red team 88), and that user is no mover by the rule.
+  [ -z "$REPLY" ] && { [ "${1-}" = runner_looks ] || moved_in; }
 }
 
 # What the verifier's user runs first where this shell switches to it (switch_user), under timeout, with
 # none of grading's descriptors: it enters the working directory itself, by its own rights, as its own exec
 # would have (a check beside a root's cd was raced, and held the results pipe: red team 88), makes sure it
-# is the uid asked for, then runs "$@" (bash test.sh).
+# is the uid asked for, then runs "$@" (bash test.sh, through env where the task's held-back variables are set).
 user_start() {
-  printf '%s\n' "$(declare -f within walk_to_workdir enter_workdir)" \
+  printf '%s\n' "$(declare -f within walk_to_workdir moved_in enter_workdir)" \
     "WORKDIR=$(printf %q "$WORKDIR") TESTS=$(printf %q "$TESTS") LOGS=$(printf %q "$LOGS")" \
     'enter_workdir || { echo "$REPLY: the verifier did not run"; exit 1; }' \
     'while IFS=$'"'"' \t'"'"' read -r key real effective saved fs; do [ "$key" = Uid: ] && break; done < /proc/self/status' \
@@ -519,10 +520,11 @@ user_start() {
 }
 
 run() {
-  local up held=() entry launcher=()
+  local up held=() entry launcher=() looks=""
   exec 4>"$LOGS/test-stdout.txt" 5<"$LOGS/test-stdout.txt" 7<"$LOGS/test-stdout.txt" \
     || fail 92 "cannot create $LOGS/test-stdout.txt"
-  if [ "${#switch_user[@]}" = 0 ] && ! enter_workdir; then  # else the verifier's user enters it (user_start)
+  [ "$KIND$RUN_AS" = python ] && looks=runner_looks
+  if [ "${#switch_user[@]}" = 0 ] && ! enter_workdir "$looks"; then  # else the verifier's user enters it (user_start)
     echo "$REPLY: the verifier did not run" >&4
     run_started=0 elapsed=0
     exec 4>&-
@@ -551,14 +553,14 @@ run() {
   IFS=' ' read -r up _ < /proc/uptime
   run_started=${up/./}
   umask 022
-  # The held-back variables (LD_PRELOAD, LD_LIBRARY_PATH, ...) only for what runs after the switch: root's
-  # timeout and setpriv would load what they name (red team 87: the agent's library, in the task's
-  # LD_LIBRARY_PATH, forged the results as root).
+  # The held-back variables (LD_PRELOAD, LD_LIBRARY_PATH, ...) only for test.sh: root's timeout and setpriv
+  # would load what they name (red team 87: the agent's library, in the task's LD_LIBRARY_PATH, forged the
+  # results as root), and so would the verifier's user's start, whose stat looks at the chain for grading.
   local start=()
   # -p: no function from the environment (BASH_FUNC_read%%, an image's or a task's) is defined in the start
   # before its checks run (red team 89); test.sh, which it execs, gets them as Harbor gives them.
   [ "${#switch_user[@]}" = 0 ] || start=("${test_shell[0]}" -p -c "$(user_start)" enter)
-  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${launcher[@]}" "${start[@]}" \
+  PATH=$verifier_path "$timeout_bin" -k "$KILL_AFTER" "$TIMEOUT" "${switch_user[@]}" "${start[@]}" "${launcher[@]}" \
     "${test_shell[@]}" "$TESTS/test.sh" \
     </dev/null >&4 2>&4 4>&- 5>&- 6>&- 7>&-
   status=$?
