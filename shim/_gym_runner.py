@@ -26,7 +26,7 @@ import marshal
 import os
 import sys
 from _frozen_importlib import _find_spec, module_from_spec  # type: ignore[attr-defined]
-from _frozen_importlib_external import _RAW_MAGIC_NUMBER, MAGIC_NUMBER  # type: ignore[attr-defined]
+from _frozen_importlib_external import _RAW_MAGIC_NUMBER, MAGIC_NUMBER, PathFinder  # type: ignore[attr-defined]
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs more than this module
 if TYPE_CHECKING:
@@ -142,10 +142,17 @@ _PATHLIB_DEFERRED = (
     else ()
 )
 # One deferred module runs at a time; the thread running one re-enters when its code needs another.
+# A fork waits for the run to end, so no child holds a half-run module or a lock nobody can release
+# (red team 102: a child that forked while another thread ran one hung).
 _DEFERRED_LOCK = _thread.RLock()
 _DEFERRED_RUNNING: "Set[str]" = set()
+# sys.path when the first module was deferred: the runner's, before verify could change it.
+_DEFERRED_PATH: "Optional[List[str]]" = None
 # What the import system looks up on a module it finds in sys.modules: none of these runs it.
 _IMPORT_SYSTEM_NAMES = frozenset(("__spec__", "__name__", "__path__"))
+# What module_from_spec sets and a module's code leaves alone: read without running it, as code that
+# walks sys.modules reads it (red team 102: running one there added modules under the walk).
+_SET_AT_IMPORT = frozenset(("__file__", "__cached__", "__loader__", "__package__"))
 
 
 class _Deferred(_MODULE):  # type: ignore[misc,valid-type]
@@ -159,11 +166,23 @@ class _Deferred(_MODULE):  # type: ignore[misc,valid-type]
         # A name the module holds already is one of _forwarder's, or one its code has made so far
         # while a thread runs it: that thread goes on, any other waits for it (red team 100: a half-run
         # re's compile, called from a second thread, found no _compile yet).
+        names = _MODULE.__getattribute__(self, "__dict__")
         if name not in _IMPORT_SYSTEM_NAMES and not (
-            name in _MODULE.__getattribute__(self, "__dict__") and name[:2] != "__" and not _DEFERRED_RUNNING
+            name in names and (name in _SET_AT_IMPORT or (name[:2] != "__" and not _DEFERRED_RUNNING))
         ):
             run_deferred(self)
         return _MODULE.__getattribute__(self, name)
+
+
+class _DeferredImports:
+    """The finder of what a deferred module's code imports as it runs: on ``_DEFERRED_PATH``, where
+    pathlib's import would have found it before verify ran (red team 102: a verify that put the
+    workspace first on sys.path, then used re, ran the agent's enum.py). Only while one runs, just
+    before the path finder; top-level names alone (a submodule is found in its package's folder)."""
+
+    @staticmethod
+    def find_spec(name: "str", path: "Any" = None, target: "Any" = None) -> "Any":
+        return None if path is not None else PathFinder.find_spec(name, _DEFERRED_PATH)
 
 
 def run_deferred(module: "Any") -> "None":
@@ -173,6 +192,10 @@ def run_deferred(module: "Any") -> "None":
         name = _MODULE.__getattribute__(module, "__name__")
         if type(module) is not _Deferred or name in _DEFERRED_RUNNING:  # run, or its own code asks
             return
+        outermost = not _DEFERRED_RUNNING
+        if outermost:
+            finders = sys.meta_path
+            finders.insert(finders.index(PathFinder) if PathFinder in finders else len(finders), _DeferredImports)
         _DEFERRED_RUNNING.add(name)
         try:
             _MODULE.__getattribute__(module, "__spec__").loader.exec_module(module)
@@ -183,6 +206,8 @@ def run_deferred(module: "Any") -> "None":
         finally:
             _DEFERRED_RUNNING.discard(name)
             module.__class__ = _MODULE  # type: ignore[assignment]  # a plain module from now on
+            if outermost and _DeferredImports in sys.meta_path:
+                sys.meta_path.remove(_DeferredImports)
 
 
 def _forwarder(module: "Any", name: "str") -> "Callable[..., Any]":
@@ -214,7 +239,7 @@ class _Cached:
             return self._made
 
     def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
-        return self._function()(*args, **kwargs)
+        return (self._made or self._function())(*args, **kwargs)
 
     def __getattr__(self, name: "str") -> "Any":  # cache_info, cache_clear, __wrapped__, ...
         return getattr(self._function(), name)
@@ -245,6 +270,12 @@ def defer(name: "str", forwarded: "Sequence[str]" = (), cached: "Sequence[str]" 
     decorate is (``_cache_forwarder``)."""
     if name in sys.modules:
         return
+    global _DEFERRED_PATH
+    if _DEFERRED_PATH is None:
+        _DEFERRED_PATH = list(sys.path)
+        os.register_at_fork(
+            before=_DEFERRED_LOCK.acquire, after_in_parent=_DEFERRED_LOCK.release, after_in_child=_DEFERRED_LOCK.release
+        )
     parent, _, child = name.rpartition(".")
     package = None
     if parent:

@@ -251,3 +251,96 @@ def test_a_cache_decorated_while_functools_waits_is_functools_own_once_used(tmp_
         "4 1 True",  # functools' own cache behind each
         "_lru_cache_wrapper",  # forgotten after pathlib's import: a later import gets functools' own
     ]
+
+
+# Red team 102: the modules a plain import of pathlib loads before verify, a deferred one imports as it
+# first runs, inside verify. A verify that put the workspace first on sys.path (to import the agent's
+# solution) and then used re ran the agent's enum.py, and through it forged its reward. Each is found
+# where pathlib's import would have found it. The control, a verifier that imports pathlib itself (no
+# deferral), shows the planted names are all ones a plain import loads before verify runs.
+PLANTED_BENEATH = (
+    "enum",
+    "collections",
+    "keyword",
+    "heapq",
+    "reprlib",
+    "types",
+    "copyreg",
+    "operator",
+    "warnings",
+    "sre_compile",
+    "sre_parse",
+    "sre_constants",
+)
+USES_THE_DEFERRED = """
+import sys
+
+def verify(workspace):
+    sys.path.insert(0, str(workspace))  # as a verify that imports the agent's solution does
+    import solution
+    import fnmatch, functools, ntpath, re
+    found = [path.name for path in workspace.glob("*.txt")] + [re.sub("4", "x", "42"), solution.ANSWER]
+    found += [functools.reduce(lambda a, b: a + b, [1, 2]), fnmatch.fnmatch("a.txt", "*.txt"), ntpath.join("a", "b")]
+    return float(found == ["answer.txt", "x2", 42, 3, True, "a\\\\b"] and workspace.as_uri().startswith("file:///"))
+"""
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_what_a_deferred_module_imports_is_found_where_pathlibs_import_found_it(run_shim, control):
+    planted = "raise SystemExit('planted module imported')\n"
+    workspace = {f"{name}.py": planted for name in PLANTED_BENEATH if name != "collections"}
+    workspace.update({"collections/__init__.py": planted, "answer.txt": "42", "solution.py": "ANSWER = 42\n"})
+    run = run_shim(("import pathlib\n" if control else "") + USES_THE_DEFERRED, workspace_files=workspace)
+    assert run.reward == {"reward": 1.0}, run.output
+    assert "planted" not in run.output
+
+
+def test_walking_sys_modules_for_where_each_came_from_runs_no_deferred_one(run_shim):
+    # Red team 102: reading __file__ of every module ran a deferred one, whose imports added modules to
+    # sys.modules under the walk (RuntimeError: dictionary changed size during iteration).
+    run = run_shim(
+        """
+        import sys
+
+        PRELOADED = "pathlib" in sys.modules  # then nothing is deferred (an editable install's .pth, say)
+
+        def verify(workspace):
+            deferred = [name for name, module in sys.modules.items() if type(module).__name__ == "_Deferred"]
+            files = [getattr(module, "__file__", None) for module in sys.modules.values()]
+            packages = [getattr(module, "__package__", None) for module in sys.modules.values()]
+            inside = [name for name in files if name and name.startswith(str(workspace))]
+            still = [name for name in deferred if type(sys.modules[name]).__name__ == "_Deferred"]
+            ok = not inside and len(files) == len(packages) and len(still) == len(deferred)
+            return {"reward": float(ok), "deferred": len(still), "preloaded": float(PRELOADED)}
+        """
+    )
+    assert run.reward is not None and run.reward["reward"] == 1.0, run.output
+    assert (run.reward["deferred"] > 0) == (run.reward["preloaded"] == 0.0), run.reward
+
+
+def test_a_fork_while_another_thread_runs_a_deferred_module_waits_for_it(tmp_path: Path):
+    # Red team 102: the child of a fork made while another thread ran a deferred module held a lock
+    # nobody in it could release, and hung at its first use of that module.
+    slow = "import time\nX = 1\ntime.sleep(0.5)\nY = 2\n"
+    done = _run(
+        tmp_path,
+        {"slow": slow},
+        """
+        import os, threading, time
+        runner.defer("slow")
+        module = sys.modules["slow"]
+        first = threading.Thread(target=lambda: module.X)
+        first.start()
+        time.sleep(0.1)  # the other thread is inside the module's sleep
+        child = os.fork()
+        if child == 0:
+            import signal
+            signal.alarm(5)  # a hang ends here, with SIGALRM
+            os._exit(0 if (module.X, module.Y) == (1, 2) else 3)
+        _, status = os.waitpid(child, 0)
+        first.join()
+        print(status, module.Y)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 2"
