@@ -175,14 +175,23 @@ class _Deferred(_MODULE):  # type: ignore[misc,valid-type]
 
 
 class _DeferredImports:
-    """The finder of what a deferred module's code imports as it runs: on ``_DEFERRED_PATH``, where
-    pathlib's import would have found it before verify ran (red team 102: a verify that put the
-    workspace first on sys.path, then used re, ran the agent's enum.py). Only while one runs, just
-    before the path finder; top-level names alone (a submodule is found in its package's folder)."""
+    """The finder of what a deferred module's code imports as it runs: on ``_DEFERRED_PATH`` alone,
+    where pathlib's import would have found it before verify ran (red team 102: a verify that put the
+    workspace first on sys.path, then used re, ran the agent's enum.py; red team 103: one that appended
+    it, then used ntpath, ran the agent's nt.py, which ntpath's import expects to be missing on POSIX).
+    In sys.meta_path just before the path finder from the first deferral on, never moved (red team 103:
+    taken out as another thread's import walked the list, that import skipped the path finder), and
+    acting only in the thread running a deferred module; top-level names alone (a submodule is found in
+    its package's folder)."""
 
     @staticmethod
     def find_spec(name: "str", path: "Any" = None, target: "Any" = None) -> "Any":
-        return None if path is not None else PathFinder.find_spec(name, _DEFERRED_PATH)
+        if path is not None or not _DEFERRED_RUNNING or not _DEFERRED_LOCK._is_owned():  # type: ignore[attr-defined]
+            return None
+        spec = PathFinder.find_spec(name, _DEFERRED_PATH)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return spec
 
 
 def run_deferred(module: "Any") -> "None":
@@ -192,10 +201,6 @@ def run_deferred(module: "Any") -> "None":
         name = _MODULE.__getattribute__(module, "__name__")
         if type(module) is not _Deferred or name in _DEFERRED_RUNNING:  # run, or its own code asks
             return
-        outermost = not _DEFERRED_RUNNING
-        if outermost:
-            finders = sys.meta_path
-            finders.insert(finders.index(PathFinder) if PathFinder in finders else len(finders), _DeferredImports)
         _DEFERRED_RUNNING.add(name)
         try:
             _MODULE.__getattribute__(module, "__spec__").loader.exec_module(module)
@@ -206,8 +211,6 @@ def run_deferred(module: "Any") -> "None":
         finally:
             _DEFERRED_RUNNING.discard(name)
             module.__class__ = _MODULE  # type: ignore[assignment]  # a plain module from now on
-            if outermost and _DeferredImports in sys.meta_path:
-                sys.meta_path.remove(_DeferredImports)
 
 
 def _forwarder(module: "Any", name: "str") -> "Callable[..., Any]":
@@ -273,6 +276,8 @@ def defer(name: "str", forwarded: "Sequence[str]" = (), cached: "Sequence[str]" 
     global _DEFERRED_PATH
     if _DEFERRED_PATH is None:
         _DEFERRED_PATH = list(sys.path)
+        finders = sys.meta_path
+        finders.insert(finders.index(PathFinder) if PathFinder in finders else len(finders), _DeferredImports)
         os.register_at_fork(
             before=_DEFERRED_LOCK.acquire, after_in_parent=_DEFERRED_LOCK.release, after_in_child=_DEFERRED_LOCK.release
         )

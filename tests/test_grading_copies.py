@@ -425,3 +425,39 @@ def test_a_folder_the_verifier_may_pass_through_but_not_read_is_walked_through(s
             assert (reply, where, ran.stderr) == ("", str(home / "ws"), ""), ran
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("pwd", ["as bash made it", "/ (red team 103's flip)"])
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_chain_look_finds_the_folders_from_the_kernel_not_from_pwd(hidden, pwd):
+    """Red team 103: an agent flipping its working directory's name between a link to / and a folder of
+    another user's it may not read left bash's PWD at / while grading stood in that folder, and the chain
+    look (moved_in), which counted its folders from PWD, looked at none. Here the flip's outcome is made
+    directly: the folder entered, then PWD set to /. The look must refuse the other user's folder either
+    way, and still grade the agent's own."""
+    needs_root()
+    base = Path(tempfile.mkdtemp(prefix="gym-chain-", dir="/tmp"))
+    try:
+        home = base / "home"
+        (home / "ws").mkdir(parents=True)
+        base.chmod(0o755)
+        os.chown(home, 4321, 4321)  # the agent's home: its owner may have put anything in it
+        home.chmod(0o755)
+        os.chown(home / "ws", *((5432, 5432) if hidden else (4321, 4321)))  # another user's folder, or the agent's
+        (home / "ws").chmod(0o700)
+        flip = 'cd() { builtin cd "$@" || return; [ "$3" != ./ws ] || PWD=/; }' if pwd.startswith("/") else ""
+        script = f'{DEFINITIONS}\n{flip}\nenter_workdir; printf "%s|%s" "$REPLY" "$PWD"\n'
+        env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
+        env.update(WORKDIR=str(home / "ws"))
+        ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
+        reply, where = ran.stdout.split("|")
+        assert where == ("/" if flip else str(home / "ws")), ran  # the flip's outcome was made
+        if hidden:
+            assert (
+                reply
+                == f"the working directory {home / 'ws'} could have been put in its place by a user who may not read it"
+            ), ran
+        else:
+            assert (reply, ran.stderr) == ("", ""), ran
+    finally:
+        shutil.rmtree(base)

@@ -271,6 +271,8 @@ PLANTED_BENEATH = (
     "sre_compile",
     "sre_parse",
     "sre_constants",
+    "nt",  # ntpath's import tries it, and _winapi, expecting neither on POSIX (red team 103)
+    "_winapi",
 )
 USES_THE_DEFERRED = """
 import sys
@@ -329,7 +331,10 @@ def test_a_fork_while_another_thread_runs_a_deferred_module_waits_for_it(tmp_pat
         import os, threading, time
         runner.defer("slow")
         module = sys.modules["slow"]
-        first = threading.Thread(target=lambda: module.X)
+        # The other thread lives on after the run, so the fork does not race its exit (the one failure
+        # seen, a child that crashed on 3.8 under load, forked as that thread ended).
+        ended = threading.Event()
+        first = threading.Thread(target=lambda: (module.X, ended.wait()))
         first.start()
         time.sleep(0.1)  # the other thread is inside the module's sleep
         child = os.fork()
@@ -338,9 +343,40 @@ def test_a_fork_while_another_thread_runs_a_deferred_module_waits_for_it(tmp_pat
             signal.alarm(5)  # a hang ends here, with SIGALRM
             os._exit(0 if (module.X, module.Y) == (1, 2) else 3)
         _, status = os.waitpid(child, 0)
+        ended.set()
         first.join()
         print(status, module.Y)
         """,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0 2"
+
+
+def test_another_threads_imports_while_a_deferred_module_runs_are_its_own(tmp_path: Path):
+    # Red team 103: the finder of a deferred module's imports went into sys.meta_path as a run began and
+    # out as it ended, while another thread's import walked the list (which then skipped the path finder:
+    # ModuleNotFoundError for the verifier's own module). It is there from the first deferral on, never
+    # moved, and finds nothing for a thread other than the one running the deferred module.
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "later_module.py").write_text("VALUE = 7\n")
+    done = _run(
+        tmp_path,
+        {"slow": "import time\nX = 1\ntime.sleep(0.5)\n"},
+        f"""
+        import threading, time
+        runner.defer("slow")
+        module = sys.modules["slow"]
+        before = list(sys.meta_path)
+        sys.path.append({str(later)!r})  # not on sys.path when the module was deferred
+        first = threading.Thread(target=lambda: module.X)
+        first.start()
+        time.sleep(0.1)  # the other thread is inside the module's sleep
+        during = list(sys.meta_path)
+        import later_module
+        first.join()
+        print(later_module.VALUE, during == before == list(sys.meta_path), type(module) is type(sys))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "7 True True"

@@ -443,13 +443,15 @@ walk_to_workdir() {
 # must be able to pass through it and every folder below it, read it for a file. Else it may be a folder of
 # root's or the verifier's that the agent exchanged for its own working directory as grading entered it by
 # name (red team 100: rename(2) needs no right on what it moves), holding answers the agent may not read.
-# The runner and nemo_gym.verifiers.files apply the same rule. One stat of the whole chain.
+# The runner and nemo_gym.verifiers.files apply the same rule. One stat of the whole chain, found from the
+# kernel's folders (./.. until it is /, each a builtin look), never from $PWD: bash made that from the link
+# text it read before cd, and an agent that flipped its working directory's name between a link to / and a
+# folder of another user's left PWD=/ while grading stood in that folder (red team 103: 8-11 of 30 forged).
 moved_in() {
-  local rest=${PWD#/} args=(.) up=. lines entries=() me="" key seen=" " found=() who need index
+  local args=(.) up=. lines entries=() me="" key seen=" " found=() who need index
   local fuid fgid fmode euid egid emode system=/usr/sbin:/usr/bin:/sbin:/bin
-  while [ -n "$rest" ]; do
+  while [ -e "$up" ] && ! [ "$up" -ef / ] && (( ${#args[@]} < 1024 )); do
     up=$up/.. args+=("$up")
-    [[ $rest = */* ]] && rest=${rest#*/} || rest=""
   done
   lines=$(PATH=$system LC_ALL=C exec stat -c '%u %g %f' -- "${args[@]}" 2>/dev/null)
   [ -n "$lines" ] || return 0  # . itself cannot be looked at: nothing in it can be read either
@@ -459,7 +461,8 @@ moved_in() {
   set +f
   IFS=$' \t\n'
   REPLY="the working directory $WORKDIR could have been put in its place by a user who may not read it"
-  [ "${#entries[@]}" = "${#args[@]}" ] || return 1
+  # Every folder up to / looked at: one this user cannot look at, or a chain too deep, is not graded.
+  [ "${#entries[@]}" = "${#args[@]}" ] && [ "$up" -ef / ] || return 1
   while IFS=$' \t' read -r key _ me _; do [ "$key" = Uid: ] && break; done < /proc/self/status
   for (( index = ${#entries[@]} - 1; index > 0; index-- )); do
     set -- ${entries[index]} ${entries[index - 1]}  # folder uid gid mode, entry uid gid mode
