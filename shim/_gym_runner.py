@@ -146,8 +146,40 @@ _PATHLIB_DEFERRED = (
 # (red team 102: a child that forked while another thread ran one hung).
 _DEFERRED_LOCK = _thread.RLock()
 _DEFERRED_RUNNING: "Set[str]" = set()
-# sys.path when the first module was deferred: the runner's, before verify could change it.
+# sys.path when the first module was deferred: the runner's (``_RUNNER_PATH``), whatever verifier.py did.
 _DEFERRED_PATH: "Optional[List[str]]" = None
+# sys.path as the runner set it up, before verifier.py's module code ran: where pathlib is imported from
+# (red team 104: a verifier.py that put a folder of the agent's first on sys.path at its top had the
+# agent's pathlib.py imported for its workspace). Empty where main did not run (run_verify's tests).
+_RUNNER_PATH: "List[str]" = []
+# What a plain import of pathlib puts in sys.modules on some Python 3.8-3.13 that the deferral leaves out
+# until a deferred module runs (builtin ones included, which may be files of lib-dynload): found where
+# pathlib's import would have found them, whoever imports them and whenever (red team 104: a verify that
+# put the workspace first on sys.path, then imported collections, ran the agent's). A test holds the
+# list whole on each Python.
+_PATHLIB_BRINGS = frozenset(
+    (
+        "_collections",
+        "_functools",
+        "_heapq",
+        "_locale",
+        "_sre",
+        "collections",
+        "copyreg",
+        "enum",
+        "heapq",
+        "ipaddress",
+        "itertools",
+        "keyword",
+        "math",
+        "reprlib",
+        "sre_compile",
+        "sre_constants",
+        "sre_parse",
+        "types",
+        "warnings",
+    )
+)
 # What the import system looks up on a module it finds in sys.modules: none of these runs it.
 _IMPORT_SYSTEM_NAMES = frozenset(("__spec__", "__name__", "__path__"))
 # What module_from_spec sets and a module's code leaves alone: read without running it, as code that
@@ -181,17 +213,19 @@ class _DeferredImports:
     it, then used ntpath, ran the agent's nt.py, which ntpath's import expects to be missing on POSIX).
     In sys.meta_path just before the path finder from the first deferral on, never moved (red team 103:
     taken out as another thread's import walked the list, that import skipped the path finder), and
-    acting only in the thread running a deferred module; top-level names alone (a submodule is found in
-    its package's folder)."""
+    acting only in the thread running a deferred module, and for ``_PATHLIB_BRINGS`` in any; top-level
+    names alone (a submodule is found in its package's folder)."""
 
     @staticmethod
     def find_spec(name: "str", path: "Any" = None, target: "Any" = None) -> "Any":
-        if path is not None or not _DEFERRED_RUNNING or not _DEFERRED_LOCK._is_owned():  # type: ignore[attr-defined]
+        if path is not None:
             return None
-        spec = PathFinder.find_spec(name, _DEFERRED_PATH)
-        if spec is None:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return spec
+        if _DEFERRED_RUNNING and _DEFERRED_LOCK._is_owned():  # type: ignore[attr-defined]
+            spec = PathFinder.find_spec(name, _DEFERRED_PATH)
+            if spec is None:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return spec
+        return PathFinder.find_spec(name, _DEFERRED_PATH) if name in _PATHLIB_BRINGS else None
 
 
 def run_deferred(module: "Any") -> "None":
@@ -311,10 +345,18 @@ def forget_cached(name: "str", cached: "Sequence[str]") -> "None":
 
 
 def path_class() -> "Any":
-    """``pathlib.Path``; when pathlib is not imported yet, imported with ``_PATHLIB_DEFERRED`` deferred."""
+    """``pathlib.Path``; when pathlib is not imported yet, imported with ``_PATHLIB_DEFERRED`` deferred,
+    on the runner's own sys.path (``_RUNNER_PATH``)."""
     if "pathlib" not in sys.modules:
-        for name, forwarded, cached in _PATHLIB_DEFERRED:
-            defer(name, forwarded, cached)
+        verifiers = list(sys.path)
+        if _RUNNER_PATH:
+            sys.path[:] = _RUNNER_PATH
+        try:
+            for name, forwarded, cached in _PATHLIB_DEFERRED:
+                defer(name, forwarded, cached)
+            import pathlib  # noqa: F401
+        finally:
+            sys.path[:] = verifiers
     from pathlib import Path
 
     for name, _, cached in _PATHLIB_DEFERRED:
@@ -879,6 +921,7 @@ def main(here: "str") -> "int":
         if refusal is not None:
             raise VerifierError(refusal)
         _set_up_sys_path(here)
+        _RUNNER_PATH[:] = sys.path
         refusal = moved_in()
         if refusal is not None:
             raise VerifierError(refusal)

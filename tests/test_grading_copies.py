@@ -461,3 +461,33 @@ def test_the_chain_look_finds_the_folders_from_the_kernel_not_from_pwd(hidden, p
             assert (reply, ran.stderr) == ("", ""), ran
     finally:
         shutil.rmtree(base)
+
+
+def test_the_chain_look_refuses_when_its_stat_cannot_run():
+    """Red team 104: a chain look whose stat could not start (E2BIG: a large environment over a small stack
+    limit, the chain's arguments added) read as "nothing here can be looked at" and passed another user's
+    folder. Only a `.` this user cannot look at passes now."""
+    needs_root()
+    base = Path(tempfile.mkdtemp(prefix="gym-chain-", dir="/tmp"))
+    try:
+        home = base / "home"
+        (home / "ws").mkdir(parents=True)
+        base.chmod(0o755)
+        os.chown(home, 4321, 4321)
+        home.chmod(0o755)
+        os.chown(home / "ws", 5432, 5432)  # another user's folder, in the agent's home
+        (home / "ws").chmod(0o700)
+        big = "export BIG1=$(printf '%*s' 100000 '') BIG2=$(printf '%*s' 100000 ''); ulimit -s 256"
+        probe = "(exec /bin/true) 2>/dev/null && echo exec-ran"
+        script = f'{DEFINITIONS}\n{big}\n{probe}\nenter_workdir; printf "%s|%s" "$REPLY" "$PWD"\n'
+        env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
+        env.update(WORKDIR=str(home / "ws"))
+        ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
+        assert "exec-ran" not in ran.stdout, ran  # no program can start here: the stat cannot either
+        reply, _ = ran.stdout.split("|")
+        assert (
+            reply
+            == f"the working directory {home / 'ws'} could have been put in its place by a user who may not read it"
+        ), ran
+    finally:
+        shutil.rmtree(base)

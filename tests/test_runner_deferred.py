@@ -380,3 +380,70 @@ def test_another_threads_imports_while_a_deferred_module_runs_are_its_own(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "7 True True"
+
+
+def _brought_by_pathlib(*, deferred: bool) -> set:
+    """The top-level modules that importing pathlib puts in sys.modules, in an interpreter without site
+    that has imported the runner: plainly, or as the runner does (``path_class``)."""
+    body = "runner.path_class()" if deferred else "import pathlib"
+    script = (
+        f"import sys\nsys.path.insert(0, {str(shim_dir())!r})\nimport _gym_runner as runner\n"
+        f"before = set(sys.modules)\n{body}\nprint(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    done = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, check=True)
+    return {name for name in done.stdout.split() if "." not in name}
+
+
+def test_what_pathlibs_import_brings_and_the_deferral_leaves_out_is_listed(tmp_path: Path):
+    # Red team 104: those names a verify imports itself later are found where pathlib's import would have
+    # found them (_PATHLIB_BRINGS); the list must be whole on each Python.
+    left_out = _brought_by_pathlib(deferred=False) - _brought_by_pathlib(deferred=True)
+    assert "collections" in left_out or sys.version_info >= (3, 12), left_out  # the test sees what it should
+    done = _run(tmp_path, {}, "print(' '.join(sorted(runner._PATHLIB_BRINGS)))")
+    assert done.returncode == 0, done.stderr
+    assert left_out <= set(done.stdout.split()), left_out - set(done.stdout.split())
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_what_pathlib_brings_is_found_where_its_import_found_it_whoever_imports_it(run_shim, control):
+    # Red team 104: a verify that put the workspace first on sys.path (to import the agent's solution) and
+    # then imported collections itself ran the agent's: a plain import of pathlib had loaded it before.
+    names = sorted(_brought_by_pathlib(deferred=False) & (set(PLANTED_BENEATH) | {"math", "ipaddress"}))
+    planted = "raise SystemExit('planted module imported')\n"
+    workspace = {f"{name}.py": planted for name in names if name != "collections"}
+    workspace.update({"collections/__init__.py": planted, "answer.txt": "42", "solution.py": "ANSWER = 42\n"})
+    verifier = f"""
+import importlib, sys
+
+def verify(workspace):
+    sys.path.insert(0, str(workspace))
+    import solution
+    loaded = [importlib.import_module(name) for name in {names!r}]
+    return float(solution.ANSWER == 42 and all(not module.__file__.startswith(str(workspace)) for module in loaded if getattr(module, "__file__", None)))
+"""
+    run = run_shim(("import pathlib\n" if control else "") + verifier, workspace_files=workspace)
+    assert run.reward == {"reward": 1.0}, (names, run.output)
+    assert "planted" not in run.output
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_pathlib_is_imported_on_the_runners_sys_path_whatever_verifier_py_did_to_it(run_shim, tmp_path, control):
+    # Red team 104: a verifier.py that put a folder first on sys.path at its top (a common
+    # `sys.path.insert(0, "/app")`) had the agent's pathlib.py there imported for its workspace, and
+    # deferred modules found there too (its enum.py, its nt.py).
+    workspace = tmp_path / "workspace"
+    planted = "raise SystemExit('planted module imported')\n"
+    files = {name: planted for name in ("pathlib.py", "enum.py", "nt.py", "_winapi.py", "types.py")}
+    files.update({"answer.txt": "42"})
+    verifier = f"""
+import sys
+sys.path.insert(0, {str(workspace)!r})
+
+def verify(workspace):
+    import ntpath, re
+    found = [re.sub("4", "x", (workspace / "answer.txt").read_text()), ntpath.join("a", "b")]
+    return float(found == ["x2", "a\\\\b"] and [path.name for path in workspace.glob("*.txt")] == ["answer.txt"])
+"""
+    run = run_shim(("import pathlib\n" if control else "") + verifier, workspace_files=files)
+    assert run.reward == {"reward": 1.0}, run.output
+    assert "planted" not in run.output
