@@ -427,46 +427,9 @@ def test_a_folder_the_verifier_may_pass_through_but_not_read_is_walked_through(s
         shutil.rmtree(base)
 
 
-@pytest.mark.parametrize("pwd", ["as bash made it", "/ (red team 103's flip)"])
-@pytest.mark.parametrize("hidden", [False, True])
-def test_the_chain_look_finds_the_folders_from_the_kernel_not_from_pwd(hidden, pwd):
-    """Red team 103: an agent flipping its working directory's name between a link to / and a folder of
-    another user's it may not read left bash's PWD at / while grading stood in that folder, and the chain
-    look (moved_in), which counted its folders from PWD, looked at none. Here the flip's outcome is made
-    directly: the folder entered, then PWD set to /. The look must refuse the other user's folder either
-    way, and still grade the agent's own."""
-    needs_root()
-    base = Path(tempfile.mkdtemp(prefix="gym-chain-", dir="/tmp"))
-    try:
-        home = base / "home"
-        (home / "ws").mkdir(parents=True)
-        base.chmod(0o755)
-        os.chown(home, 4321, 4321)  # the agent's home: its owner may have put anything in it
-        home.chmod(0o755)
-        os.chown(home / "ws", *((5432, 5432) if hidden else (4321, 4321)))  # another user's folder, or the agent's
-        (home / "ws").chmod(0o700)
-        flip = 'cd() { builtin cd "$@" || return; [ "$3" != ./ws ] || PWD=/; }' if pwd.startswith("/") else ""
-        script = f'{DEFINITIONS}\n{flip}\nenter_workdir; printf "%s|%s" "$REPLY" "$PWD"\n'
-        env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
-        env.update(WORKDIR=str(home / "ws"))
-        ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
-        reply, where = ran.stdout.split("|")
-        assert where == ("/" if flip else str(home / "ws")), ran  # the flip's outcome was made
-        if hidden:
-            assert (
-                reply
-                == f"the working directory {home / 'ws'} could have been put in its place by a user who may not read it"
-            ), ran
-        else:
-            assert (reply, ran.stderr) == ("", ""), ran
-    finally:
-        shutil.rmtree(base)
-
-
-def test_the_chain_look_refuses_when_its_stat_cannot_run():
-    """Red team 104: a chain look whose stat could not start (E2BIG: a large environment over a small stack
-    limit, the chain's arguments added) read as "nothing here can be looked at" and passed another user's
-    folder. Only a `.` this user cannot look at passes now."""
+def _chain_look(script: str, ws_owner: int) -> tuple[subprocess.CompletedProcess, Path]:
+    """enter_workdir, as root, after ``script``, into ``home/ws``: a folder of ``ws_owner``'s (mode 700) in
+    the agent's home (uid 4321), whose owner may have put anything in it."""
     needs_root()
     base = Path(tempfile.mkdtemp(prefix="gym-chain-", dir="/tmp"))
     try:
@@ -475,19 +438,46 @@ def test_the_chain_look_refuses_when_its_stat_cannot_run():
         base.chmod(0o755)
         os.chown(home, 4321, 4321)
         home.chmod(0o755)
-        os.chown(home / "ws", 5432, 5432)  # another user's folder, in the agent's home
+        os.chown(home / "ws", ws_owner, ws_owner)
         (home / "ws").chmod(0o700)
-        big = "export BIG1=$(printf '%*s' 100000 '') BIG2=$(printf '%*s' 100000 ''); ulimit -s 256"
-        probe = "(exec /bin/true) 2>/dev/null && echo exec-ran"
-        script = f'{DEFINITIONS}\n{big}\n{probe}\nenter_workdir; printf "%s|%s" "$REPLY" "$PWD"\n'
         env = {"PATH": "/usr/bin:/bin", "TESTS": "/nonexistent/tests", "LOGS": "/nonexistent/logs"}
         env.update(WORKDIR=str(home / "ws"))
+        script = f'{DEFINITIONS}\n{script}\nenter_workdir; printf "%s|%s" "$REPLY" "$PWD"\n'
         ran = subprocess.run(["bash", "--norc", "-p", "-c", script], env=env, cwd="/", capture_output=True, text=True)
-        assert "exec-ran" not in ran.stdout, ran  # no program can start here: the stat cannot either
-        reply, _ = ran.stdout.split("|")
-        assert (
-            reply
-            == f"the working directory {home / 'ws'} could have been put in its place by a user who may not read it"
-        ), ran
+        return ran, home / "ws"
     finally:
         shutil.rmtree(base)
+
+
+def _refused_as_moved_in(reply: str, workdir: Path) -> bool:
+    return reply == f"the working directory {workdir} could have been put in its place by a user who may not read it"
+
+
+@pytest.mark.parametrize("pwd", ["as bash made it", "/ (red team 103's flip)"])
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_chain_look_finds_the_folders_from_the_kernel_not_from_pwd(hidden, pwd):
+    """Red team 103: an agent flipping its working directory's name between a link to / and a folder of
+    another user's it may not read left bash's PWD at / while grading stood in that folder, and the chain
+    look (moved_in), which counted its folders from PWD, looked at none. Here the flip's outcome is made
+    directly: the folder entered, then PWD set to /. The look must refuse the other user's folder either
+    way, and still grade the agent's own."""
+    flip = 'cd() { builtin cd "$@" || return; [ "$3" != ./ws ] || PWD=/; }' if pwd.startswith("/") else ""
+    ran, workdir = _chain_look(flip, 5432 if hidden else 4321)
+    reply, where = ran.stdout.split("|")
+    assert where == ("/" if flip else str(workdir)), ran  # the flip's outcome was made
+    if hidden:
+        assert _refused_as_moved_in(reply, workdir), ran
+    else:
+        assert (reply, ran.stderr) == ("", ""), ran
+
+
+def test_the_chain_look_refuses_when_its_stat_cannot_run():
+    """Red team 104: a chain look whose stat could not start (E2BIG: a large environment over a small stack
+    limit, the chain's arguments added) read as "nothing here can be looked at" and passed another user's
+    folder. Only a `.` this user cannot look at passes now."""
+    big = "export BIG1=$(printf '%*s' 100000 '') BIG2=$(printf '%*s' 100000 ''); ulimit -s 256"
+    probe = "(exec /bin/true) 2>/dev/null && echo exec-ran"
+    ran, workdir = _chain_look(f"{big}\n{probe}", 5432)
+    assert "exec-ran" not in ran.stdout, ran  # no program can start here: the stat cannot either
+    reply, _ = ran.stdout.split("|")
+    assert _refused_as_moved_in(reply, workdir), ran
