@@ -186,7 +186,10 @@ def test_a_container_has_a_pids_limit_unless_its_caller_turns_it_off(docker_clie
     # The filler never exhausts the host: without the default, graded() refuses to start it.
     outcome = graded(docker_client, tmp_path, FILL_THREADS)
     assert (outcome.reward, outcome.masked, outcome.failure_kind) == (0.0, False, RESOURCES_EXHAUSTED), outcome
-    assert f"under its pids limit of {DEFAULT_PIDS_LIMIT}" in outcome.detail, outcome
+    # Grading's fork failed, or (on a loaded machine) the engine could not start its exec at all: either
+    # way the default limit is what the detail names.
+    limit = (f"under its pids limit of {DEFAULT_PIDS_LIMIT}", f"of its {DEFAULT_PIDS_LIMIT} processes are in use")
+    assert any(words in outcome.detail for words in limit), outcome
 
 
 def test_a_container_the_agents_fill_had_killed_before_grading_scores_0_not_a_mask(docker_client, tmp_path):
