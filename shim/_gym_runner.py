@@ -146,40 +146,35 @@ _PATHLIB_DEFERRED = (
 # (red team 102: a child that forked while another thread ran one hung).
 _DEFERRED_LOCK = _thread.RLock()
 _DEFERRED_RUNNING: "Set[str]" = set()
-# sys.path when the first module was deferred: the runner's (``_RUNNER_PATH``), whatever verifier.py did.
+# Where deferred modules, and what they import, are found: the runner's sys.path (``_RUNNER_PATH``), whatever
+# verifier.py did to it; set with the first deferral.
 _DEFERRED_PATH: "Optional[List[str]]" = None
 # sys.path as the runner set it up, before verifier.py's module code ran: where pathlib is imported from
 # (red team 104: a verifier.py that put a folder of the agent's first on sys.path at its top had the
 # agent's pathlib.py imported for its workspace). Empty where main did not run (run_verify's tests).
 _RUNNER_PATH: "List[str]" = []
-# What a plain import of pathlib puts in sys.modules on some Python 3.8-3.13 that the deferral leaves out
-# until a deferred module runs (builtin ones included, which may be files of lib-dynload): found where
-# pathlib's import would have found them, whoever imports them and whenever (red team 104: a verify that
-# put the workspace first on sys.path, then imported collections, ran the agent's). A test holds the
-# list whole on each Python.
+# What a plain import of pathlib puts in sys.modules on this Python that the deferral leaves out until a
+# deferred module runs (builtin ones included, which may be files of lib-dynload): found where pathlib's
+# import would have found them, whoever imports them and whenever (red team 104: a verify that put the
+# workspace first on sys.path, then imported collections, ran the agent's), and no other name (red team
+# 105: one list for every Python sent a vendored heapq to the standard library's on 3.10). A test holds
+# the list equal to the difference on each Python.
 _PATHLIB_BRINGS = frozenset(
     (
-        "_collections",
-        "_functools",
-        "_heapq",
-        "_locale",
-        "_sre",
-        "collections",
-        "copyreg",
-        "enum",
-        "heapq",
-        "ipaddress",
-        "itertools",
-        "keyword",
-        "math",
-        "reprlib",
-        "sre_compile",
-        "sre_constants",
-        "sre_parse",
-        "types",
-        "warnings",
+        ("_collections", "_functools", "_sre", "collections", "copyreg", "enum", "itertools", "keyword", "reprlib")
+        + ("types",)
+        + (("_locale", "sre_compile", "sre_constants", "sre_parse") if sys.version_info < (3, 11) else ())
+        + (("_heapq", "heapq", "warnings") if sys.version_info < (3, 10) else ())
+        + (("ipaddress",) if sys.version_info >= (3, 11) else ())
     )
+    if sys.version_info < (3, 12)
+    else ("ipaddress", "math")
+    if sys.version_info < (3, 13)
+    else ()
 )
+# The thread importing pathlib in path_class: its imports too are found on _DEFERRED_PATH alone, without
+# changing sys.path under other threads (red team 105: a thread of verifier.py's saw the runner's).
+_PATHLIB_IMPORTER: "Optional[int]" = None
 # What the import system looks up on a module it finds in sys.modules: none of these runs it.
 _IMPORT_SYSTEM_NAMES = frozenset(("__spec__", "__name__", "__path__"))
 # What module_from_spec sets and a module's code leaves alone: read without running it, as code that
@@ -213,14 +208,15 @@ class _DeferredImports:
     it, then used ntpath, ran the agent's nt.py, which ntpath's import expects to be missing on POSIX).
     In sys.meta_path just before the path finder from the first deferral on, never moved (red team 103:
     taken out as another thread's import walked the list, that import skipped the path finder), and
-    acting only in the thread running a deferred module, and for ``_PATHLIB_BRINGS`` in any; top-level
+    acting only in the thread running a deferred module or importing pathlib, and for ``_PATHLIB_BRINGS`` in
+    any; top-level
     names alone (a submodule is found in its package's folder)."""
 
     @staticmethod
     def find_spec(name: "str", path: "Any" = None, target: "Any" = None) -> "Any":
         if path is not None:
             return None
-        if _DEFERRED_RUNNING and _DEFERRED_LOCK._is_owned():  # type: ignore[attr-defined]
+        if (_DEFERRED_RUNNING and _DEFERRED_LOCK._is_owned()) or _thread.get_ident() == _PATHLIB_IMPORTER:  # type: ignore[attr-defined]
             spec = PathFinder.find_spec(name, _DEFERRED_PATH)
             if spec is None:
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
@@ -309,7 +305,7 @@ def defer(name: "str", forwarded: "Sequence[str]" = (), cached: "Sequence[str]" 
         return
     global _DEFERRED_PATH
     if _DEFERRED_PATH is None:
-        _DEFERRED_PATH = list(sys.path)
+        _DEFERRED_PATH = list(_RUNNER_PATH or sys.path)
         finders = sys.meta_path
         finders.insert(finders.index(PathFinder) if PathFinder in finders else len(finders), _DeferredImports)
         os.register_at_fork(
@@ -346,17 +342,16 @@ def forget_cached(name: "str", cached: "Sequence[str]") -> "None":
 
 def path_class() -> "Any":
     """``pathlib.Path``; when pathlib is not imported yet, imported with ``_PATHLIB_DEFERRED`` deferred,
-    on the runner's own sys.path (``_RUNNER_PATH``)."""
+    all of it found on the runner's own sys.path (``_DEFERRED_PATH``)."""
+    global _PATHLIB_IMPORTER
     if "pathlib" not in sys.modules:
-        verifiers = list(sys.path)
-        if _RUNNER_PATH:
-            sys.path[:] = _RUNNER_PATH
+        _PATHLIB_IMPORTER = _thread.get_ident()
         try:
             for name, forwarded, cached in _PATHLIB_DEFERRED:
                 defer(name, forwarded, cached)
             import pathlib  # noqa: F401
         finally:
-            sys.path[:] = verifiers
+            _PATHLIB_IMPORTER = None
     from pathlib import Path
 
     for name, _, cached in _PATHLIB_DEFERRED:

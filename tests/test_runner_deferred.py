@@ -396,12 +396,36 @@ def _brought_by_pathlib(*, deferred: bool) -> set:
 
 def test_what_pathlibs_import_brings_and_the_deferral_leaves_out_is_listed(tmp_path: Path):
     # Red team 104: those names a verify imports itself later are found where pathlib's import would have
-    # found them (_PATHLIB_BRINGS); the list must be whole on each Python.
+    # found them (_PATHLIB_BRINGS): the list must be whole on each Python, and (red team 105) hold no other
+    # name, which a vendored module of the verifier's would lose to the standard library's.
     left_out = _brought_by_pathlib(deferred=False) - _brought_by_pathlib(deferred=True)
     assert "collections" in left_out or sys.version_info >= (3, 12), left_out  # the test sees what it should
     done = _run(tmp_path, {}, "print(' '.join(sorted(runner._PATHLIB_BRINGS)))")
     assert done.returncode == 0, done.stderr
-    assert left_out <= set(done.stdout.split()), left_out - set(done.stdout.split())
+    assert set(done.stdout.split()) == left_out
+
+
+def test_pathlib_is_imported_without_changing_sys_path(run_shim):
+    # Red team 105: path_class set sys.path to the runner's while it imported pathlib, and a thread
+    # verifier.py had started, importing its own helpers meanwhile, found none of them.
+    run = run_shim(
+        """
+        import sys
+
+        class Watched(list):
+            changed = []
+
+            def __setitem__(self, *args):
+                Watched.changed.append(args[0])
+                list.__setitem__(self, *args)
+
+        sys.path = Watched(sys.path)
+
+        def verify(workspace):
+            return float(not Watched.changed and type(sys.path) is Watched and workspace.is_dir())
+        """
+    )
+    assert run.reward == {"reward": 1.0}, run.output
 
 
 @pytest.mark.parametrize("control", [False, True])
